@@ -1,0 +1,34 @@
+# The two commands a newcomer needs: `make run` and `make test`. Both install PostgreSQL's server
+# binaries when they are missing and they can (root with apt-get), else say what to install.
+
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The race detector needs cgo and a C compiler; without one the tests run without it.
+RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
+
+.PHONY: run test build vet postgres
+
+## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
+run: build postgres
+	./rolodex dev
+
+## test: go vet and the whole test suite against a real PostgreSQL (a private one unless DATABASE_URL is set).
+test: postgres
+	$(GO) vet ./...
+	$(GO) test $(RACE) -count=1 ./...
+
+## build: the static binary ./rolodex.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o rolodex .
+
+## postgres: make sure PostgreSQL's server binaries are installed (skipped when DATABASE_URL is set).
+postgres:
+	@if [ -n "$$DATABASE_URL" ] || command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing PostgreSQL (apt-get install postgresql)..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL is missing. Install it with: sudo apt-get install postgresql   (or set DATABASE_URL)"; \
+		exit 1; \
+	fi

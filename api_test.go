@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// response is a finished HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call sends a request to the test server. key "" sends no x-api-key; body "" sends no body; a
+// body gets Content-Type: application/json unless hdr sets one. hdr is "Name", "value" pairs.
+func call(t *testing.T, method, path, key, body string, hdr ...string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, testEnv.baseURL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// problemBody is the RFC 9457 error body.
+type problemBody struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail"`
+	Code      string       `json:"code"`
+	RequestID string       `json:"requestId"`
+	Errors    []fieldProbl `json:"errors"`
+}
+
+type fieldProbl struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// wantProblem fails the test unless r is a problem+json answer with this status and code.
+func wantProblem(t *testing.T, r response, status int, code string) problemBody {
+	t.Helper()
+	var p problemBody
+	if r.status != status {
+		t.Errorf("status = %d; want %d (body %s)", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Errorf("Content-Type = %q; want application/problem+json", ct)
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("problem body %s: %v", r.body, err)
+	}
+	if p.Status != status || p.Code != code || p.Title == "" || p.Detail == "" || p.Type == "" {
+		t.Errorf("problem = %+v; want status %d, code %q, a title, a detail and a type", p, status, code)
+	}
+	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
+		t.Errorf("problem requestId %q; want the X-Request-Id header %q", p.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return p
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"/healthz", "/readyz"} {
+		r := call(t, "GET", path, "", "")
+		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
+			t.Errorf("GET %s = %d %q; want 200 application/json", path, r.status, r.header.Get("Content-Type"))
+		}
+	}
+	var ready struct{ SchemaVersion int }
+	json.Unmarshal(call(t, "GET", "/readyz", "", "").body, &ready)
+	if ready.SchemaVersion != latestSchemaVersion() {
+		t.Errorf("readyz schemaVersion = %d; want %d", ready.SchemaVersion, latestSchemaVersion())
+	}
+}
+
+func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.st.revokeAPIKey(context.Background(), revoked); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{
+		"missing":           "",
+		"unknown":           "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		"revoked":           revoked,
+		"not a key at all":  "hello",
+		"one character off": c.key[:len(c.key)-1] + string(c.key[len(c.key)-1]^1),
+	}
+	var bodies []problemBody
+	for name, key := range keys {
+		t.Run(name, func(t *testing.T) {
+			r := call(t, "GET", "/v1/contacts", key, "")
+			p := wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+			p.RequestID = ""
+			bodies = append(bodies, p)
+			if r.header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+	for _, b := range bodies[1:] {
+		if diff := cmp.Diff(bodies[0], b); diff != "" {
+			t.Errorf("401 bodies differ (-first +other):\n%s", diff)
+		}
+	}
+}
+
+func TestUnknownPathsAndVersionsAre404Problems(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, path := range []string{"/v2/contacts", "/nope", "/", "/v1/nope", "/v1/contacts/1/extra", "/v1"} {
+		r := call(t, "GET", path, c.key, "")
+		wantProblem(t, r, http.StatusNotFound, "not_found")
+	}
+	// Without a key, a /v1 path asks for one first; any other unknown path is simply 404.
+	wantProblem(t, call(t, "GET", "/v1/nope", "", ""), http.StatusUnauthorized, "unauthorized")
+	wantProblem(t, call(t, "GET", "/v2/contacts", "", ""), http.StatusNotFound, "not_found")
+}
+
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	r := call(t, "DELETE", "/healthz", "", "")
+	wantProblem(t, r, http.StatusMethodNotAllowed, "method_not_allowed")
+	if got := r.header.Get("Allow"); got != "GET, HEAD" {
+		t.Errorf("Allow = %q; want %q", got, "GET, HEAD")
+	}
+}
+
+func TestRequestIDIsEchoedOrMade(t *testing.T) {
+	t.Parallel()
+	r := call(t, "GET", "/healthz", "", "", "X-Request-Id", "client-id.42")
+	if got := r.header.Get("X-Request-Id"); got != "client-id.42" {
+		t.Errorf("X-Request-Id = %q; want the client's", got)
+	}
+	for _, bad := range []string{"has space", strings.Repeat("x", 129), "<script>"} {
+		r := call(t, "GET", "/healthz", "", "", "X-Request-Id", bad)
+		if got := r.header.Get("X-Request-Id"); got == bad || got == "" {
+			t.Errorf("client sent X-Request-Id %q: echoed %q; want a fresh id", bad, got)
+		}
+	}
+	a, b := call(t, "GET", "/healthz", "", ""), call(t, "GET", "/healthz", "", "")
+	if a.header.Get("X-Request-Id") == b.header.Get("X-Request-Id") {
+		t.Error("two requests got the same generated id")
+	}
+}
+
+func TestAccessLogNamesRouteAndCompanyButNeverTheKey(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	r := call(t, "GET", "/v1/nope", c.key, "", "X-Request-Id", "log-test-"+randomHex(4))
+	id := r.header.Get("X-Request-Id")
+	var line map[string]any
+	for _, l := range strings.Split(testEnv.log.String(), "\n") {
+		if strings.Contains(l, id) {
+			json.Unmarshal([]byte(l), &line)
+		}
+	}
+	if line == nil {
+		t.Fatalf("no access log line with request id %s", id)
+	}
+	if line["method"] != "GET" || line["status"] != float64(404) || line["companyId"] != float64(c.id) || line["route"] != "/" {
+		t.Errorf("access log line %v; want method GET, status 404, companyId %d, route /", line, c.id)
+	}
+	if strings.Contains(testEnv.log.String(), c.key[keyPrefixLen:]) {
+		t.Error("the server log contains an API key")
+	}
+}
+
+func TestPanicBecomesLogged500AndServerKeepsServing(t *testing.T) {
+	t.Parallel()
+	var logBuf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("kaboom") })
+	mux.HandleFunc("GET /fine", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte(`{}`)) })
+	srv := httptest.NewServer(withRequestLog(log, newRequestIDs(), withPattern(mux)))
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/boom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	r := response{status: resp.StatusCode, header: resp.Header, body: body}
+	p := wantProblem(t, r, http.StatusInternalServerError, "internal_error")
+	if strings.Contains(string(body), "kaboom") {
+		t.Error("the panic value reached the client")
+	}
+	logged := logBuf.String()
+	if !strings.Contains(logged, "kaboom") || !strings.Contains(logged, p.RequestID) || !strings.Contains(logged, "GET /boom") {
+		t.Errorf("log %q; want the panic, the request id %s and the route", logged, p.RequestID)
+	}
+	resp, err = http.Get(srv.URL + "/fine")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("after the panic: %v %v; want the server to keep serving", resp, err)
+	}
+}
+
+func TestCLICompanyCreatePrintsOneJSONLine(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"DATABASE_URL": testEnv.dbURL}
+	err := run(context.Background(), []string{"rolodex", "company", "create", "-name", "CLI Co"},
+		func(k string) string { return env[k] }, &out, &errOut)
+	if err != nil {
+		t.Fatalf("company create: %v (%s)", err, errOut.String())
+	}
+	if strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("output %q; want exactly one line", out.String())
+	}
+	var got struct {
+		CompanyID int64  `json:"companyId"`
+		UserID    int64  `json:"userId"`
+		APIKey    string `json:"apiKey"`
+	}
+	dec := json.NewDecoder(&out)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || got.CompanyID <= 0 || got.UserID <= 0 || got.APIKey == "" {
+		t.Fatalf("output %+v, %v; want companyId, userId and apiKey", got, err)
+	}
+	// The key works, and a key made with `key create` works too, until `key revoke`.
+	if r := call(t, "GET", "/v1/nope", got.APIKey, ""); r.status != http.StatusNotFound {
+		t.Errorf("the printed key: GET /v1/nope = %d; want 404 (authenticated)", r.status)
+	}
+	out.Reset()
+	err = run(context.Background(), []string{"rolodex", "key", "create", "-company", strconv.FormatInt(got.CompanyID, 10)},
+		func(k string) string { return env[k] }, &out, &errOut)
+	key := strings.TrimSpace(out.String())
+	if err != nil || !strings.HasPrefix(key, "rdx_") {
+		t.Fatalf("key create = %q, %v", key, err)
+	}
+	err = run(context.Background(), []string{"rolodex", "key", "revoke", key[:keyPrefixLen]},
+		func(k string) string { return env[k] }, io.Discard, &errOut)
+	if err != nil {
+		t.Fatalf("key revoke: %v", err)
+	}
+	wantProblem(t, call(t, "GET", "/v1/nope", key, ""), http.StatusUnauthorized, "unauthorized")
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"rolodex"}, {"rolodex", "bogus"}, {"rolodex", "company", "create"}, {"rolodex", "key", "create"},
+		{"rolodex", "key", "revoke"}, {"rolodex", "serve", "extra"},
+	} {
+		if err := run(context.Background(), args, getenv, io.Discard, io.Discard); err == nil {
+			t.Errorf("run %v: no error; want a usage error", args)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"rolodex", "version"}, getenv, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "rolodex ") {
+		t.Errorf("version = %q, %v", out.String(), err)
+	}
+	var help bytes.Buffer
+	for _, cmd := range []string{"serve", "migrate", "dev"} {
+		help.Reset()
+		err := run(context.Background(), []string{"rolodex", cmd, "-h"}, getenv, io.Discard, &help)
+		if err == nil || !strings.Contains(help.String(), "Usage: rolodex "+cmd) {
+			t.Errorf("%s -h: %v, %q; want its usage", cmd, err, help.String())
+		}
+	}
+}

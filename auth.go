@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// API keys look like "rdx_" followed by 32 base64url characters (192 random bits). Only their SHA-256
+// is stored, with the first keyPrefixLen characters as a display prefix that names the key when
+// revoking it.
+const (
+	keyPrefixLen = 12
+	maxKeyLen    = 128
+)
+
+// keyCacheTTL is how long a resolved key is trusted without asking the database again: a revoked key
+// stops working within this time on every server.
+const keyCacheTTL = 5 * time.Second
+
+// maxCachedKeys bounds the cache; when full it is emptied and refills from the database.
+const maxCachedKeys = 100_000
+
+// tenant is who a request acts as: the company that owns the key and the key's user.
+type tenant struct {
+	companyID int64
+	userID    int64
+}
+
+// tenantOf returns the tenant the auth middleware resolved for r.
+func tenantOf(r *http.Request) tenant {
+	ri := requestInfo(r.Context())
+	return tenant{companyID: ri.companyID, userID: ri.userID}
+}
+
+// newAPIKey returns a new random key and its SHA-256.
+func newAPIKey() (string, [32]byte) {
+	var b [24]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	key := "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
+	return key, sha256.Sum256([]byte(key))
+}
+
+// insertAPIKey stores a new key for the user of the company inside tx and returns the key, which is
+// not kept anywhere else.
+func insertAPIKey(ctx context.Context, tx *sql.Tx, companyID, userID int64) (string, error) {
+	key, hash := newAPIKey()
+	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash) VALUES ($1, $2, $3, $4)`
+	if _, err := tx.ExecContext(ctx, q, companyID, userID, key[:keyPrefixLen], hash[:]); err != nil {
+		return "", fmt.Errorf("insert api key: %w", err)
+	}
+	return key, nil
+}
+
+// createAPIKey makes a new key for a user of the company (userID 0: the company's first user).
+// It returns errNotFound when there is no such company or user.
+func (s *store) createAPIKey(ctx context.Context, companyID, userID int64) (string, error) {
+	var key string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2 = 0 OR id = $2) ORDER BY id LIMIT 1`
+		if err := tx.QueryRowContext(ctx, q, companyID, userID).Scan(&userID); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return errNotFound
+			}
+			return fmt.Errorf("find user: %w", err)
+		}
+		var err error
+		key, err = insertAPIKey(ctx, tx, companyID, userID)
+		return err
+	})
+	return key, err
+}
+
+// revokeAPIKey revokes the active key whose display prefix starts prefixOrKey (a whole key works
+// too). It returns errNotFound when no active key has that prefix.
+func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
+	if len(prefixOrKey) > keyPrefixLen {
+		prefixOrKey = prefixOrKey[:keyPrefixLen]
+	}
+	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE prefix = $1 AND revoked_at IS NULL`
+	res, err := s.db.ExecContext(ctx, q, prefixOrKey)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errNotFound
+	}
+	return nil
+}
+
+// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound.
+func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
+	const q = `SELECT company_id, user_id FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`
+	var t tenant
+	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, errNotFound
+	}
+	if err != nil {
+		return t, fmt.Errorf("look up key: %w", err)
+	}
+	return t, nil
+}
+
+// authenticator resolves API keys to tenants, trusting a resolved key for keyCacheTTL so that a
+// request does not cost a database round trip for its key.
+type authenticator struct {
+	st  *store
+	now func() time.Time
+
+	mu    sync.RWMutex
+	cache map[[32]byte]cachedKey
+}
+
+type cachedKey struct {
+	t       tenant
+	expires time.Time
+}
+
+func newAuthenticator(st *store) *authenticator {
+	return &authenticator{st: st, now: time.Now, cache: make(map[[32]byte]cachedKey)}
+}
+
+// resolve returns the tenant of key, errNotFound for a missing, unknown or revoked key, or a
+// database error.
+func (a *authenticator) resolve(ctx context.Context, key string) (tenant, error) {
+	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
+		return tenant{}, errNotFound
+	}
+	hash := sha256.Sum256([]byte(key))
+	now := a.now()
+	a.mu.RLock()
+	c, ok := a.cache[hash]
+	a.mu.RUnlock()
+	if ok && now.Before(c.expires) {
+		return c.t, nil
+	}
+	t, err := a.st.lookupAPIKey(ctx, hash)
+	if err != nil {
+		return t, err
+	}
+	a.mu.Lock()
+	if len(a.cache) >= maxCachedKeys {
+		clear(a.cache)
+	}
+	a.cache[hash] = cachedKey{t: t, expires: now.Add(keyCacheTTL)}
+	a.mu.Unlock()
+	return t, nil
+}
+
+// needsKey reports whether a path is part of the keyed API: everything under /v1/ except the
+// OpenAPI document.
+func needsKey(path string) bool {
+	return strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json"
+}
+
+var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+	Detail: "A valid API key is required in the x-api-key header."}
+
+// withAuth maps the x-api-key header to a tenant for every keyed path. Missing, unknown and revoked
+// keys all get the same 401.
+func withAuth(a *authenticator, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !needsKey(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		t, err := a.resolve(r.Context(), r.Header.Get("x-api-key"))
+		if errors.Is(err, errNotFound) {
+			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
+			writeProblem(w, r, errUnauthorized)
+			return
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		ri := requestInfo(r.Context())
+		ri.companyID, ri.userID = t.companyID, t.userID
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+//go:embed schema/*.sql
+var schemaFS embed.FS
+
+// store is the database: every query of the service runs through its methods.
+type store struct {
+	db *sql.DB
+}
+
+// dbConfig is how the pool is opened.
+type dbConfig struct {
+	url              string
+	maxConns         int
+	statementTimeout time.Duration
+}
+
+// openStore opens a connection pool (without connecting yet). Every connection gets a
+// statement_timeout, so no query holds a connection for long.
+func openStore(cfg dbConfig) (*store, error) {
+	pc, err := pgx.ParseConfig(cfg.url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.statementTimeout > 0 {
+		pc.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
+	}
+	pc.ConnectTimeout = 5 * time.Second
+	db := stdlib.OpenDB(*pc)
+	// Idle connections keep pgx's per-connection prepared statement cache, so keep them all.
+	db.SetMaxOpenConns(cfg.maxConns)
+	db.SetMaxIdleConns(cfg.maxConns)
+	db.SetConnMaxIdleTime(10 * time.Minute)
+	return &store{db: db}, nil
+}
+
+// Close closes the pool.
+func (s *store) Close() error { return s.db.Close() }
+
+// inTx runs fn in a transaction and commits it when fn returns nil; otherwise it rolls back.
+func (s *store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// pgCode returns the SQLSTATE of a PostgreSQL error, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// Mapped SQLSTATEs.
+const (
+	pgUniqueViolation     = "23505"
+	pgForeignKeyViolation = "23503"
+	pgCheckViolation      = "23514"
+)
+
+// isDBUnavailable reports whether err means the database cannot be reached or is overloaded,
+// rather than that the query was wrong: connection failures, server shutdown, too many
+// connections, statement timeouts.
+func isDBUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) {
+		return true
+	}
+	code := pgCode(err)
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"),                     // insufficient resources
+		code == "57P01", code == "57P02", code == "57P03", // shutdown, cannot connect now
+		code == "57014": // statement timeout
+		return true
+	}
+	return false
+}
+
+// migrationLock is the pg_advisory_lock key under which migrations run ("rolodex" in ASCII).
+const migrationLock = 0x726f6c6f646578
+
+// migration is one embedded schema file.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded schema files in version order. Names are NNNN_name.sql.
+func migrations() ([]migration, error) {
+	entries, err := schemaFS.ReadDir("schema")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+			return nil, fmt.Errorf("schema file %q is not named NNNN_name.sql", e.Name())
+		}
+		b, err := schemaFS.ReadFile(path.Join("schema", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// latestSchemaVersion is the version of the newest embedded schema file.
+func latestSchemaVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// migrate applies the schema files not yet recorded in schema_migrations, each in its own
+// transaction, while holding an advisory lock: servers starting at once wait for each other, and
+// the later ones find nothing left to do. It returns the versions it applied.
+func (s *store) migrate(ctx context.Context) ([]int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: connect: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
+
+	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`
+	if _, err := conn.ExecContext(ctx, create); err != nil {
+		return nil, fmt.Errorf("migrate: create version table: %w", err)
+	}
+	applied := make(map[int]bool)
+	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read versions: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	var done []int
+	for _, m := range ms {
+		if applied[m.version] {
+			continue
+		}
+		if err := applyMigration(ctx, conn, m); err != nil {
+			return done, err
+		}
+		done = append(done, m.version)
+	}
+	return done, nil
+}
+
+func applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", m.name, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return fmt.Errorf("migrate %s: %w", m.name, err)
+	}
+	const q = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
+	if _, err := tx.ExecContext(ctx, q, m.version, m.name); err != nil {
+		return fmt.Errorf("migrate %s: record version: %w", m.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate %s: commit: %w", m.name, err)
+	}
+	return nil
+}
+
+// schemaVersion returns the newest applied schema version (0 for an empty database).
+func (s *store) schemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v)
+	if pgCode(err) == "42P01" { // undefined_table: never migrated
+		return 0, nil
+	}
+	return v, err
+}
+
+// newCompany is what createCompany made.
+type newCompany struct {
+	CompanyID int64
+	UserID    int64
+	APIKey    string
+}
+
+// Defaults every company starts with.
+var (
+	defaultContactStages = []string{"Lead", "Prospect", "Customer"}
+	defaultBoardStages   = []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"}
+)
+
+const defaultCurrencyID = 978 // EUR
+
+// createCompany creates a company with its first user, default contact stages, a default board with
+// its stages, EUR as default currency, and an API key for that user, in one transaction.
+func (s *store) createCompany(ctx context.Context, name string) (newCompany, error) {
+	var nc newCompany
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, $2) RETURNING id`
+		if err := tx.QueryRowContext(ctx, qCompany, name, defaultCurrencyID).Scan(&nc.CompanyID); err != nil {
+			return fmt.Errorf("insert company: %w", err)
+		}
+		const qUser = `INSERT INTO users (company_id, name, surname) VALUES ($1, 'Admin', NULL) RETURNING id`
+		if err := tx.QueryRowContext(ctx, qUser, nc.CompanyID).Scan(&nc.UserID); err != nil {
+			return fmt.Errorf("insert user: %w", err)
+		}
+		var boardID int64
+		const qBoard = `INSERT INTO boards (company_id, name, is_default) VALUES ($1, 'Sales pipeline', true) RETURNING id`
+		if err := tx.QueryRowContext(ctx, qBoard, nc.CompanyID).Scan(&boardID); err != nil {
+			return fmt.Errorf("insert board: %w", err)
+		}
+		const qStages = `INSERT INTO stages (company_id, board_id, name, position)
+			SELECT $1, $2, name, ord FROM unnest($3::text[]) WITH ORDINALITY AS s(name, ord)`
+		if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, nil, defaultContactStages); err != nil {
+			return fmt.Errorf("insert contact stages: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, defaultBoardStages); err != nil {
+			return fmt.Errorf("insert board stages: %w", err)
+		}
+		var err error
+		nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, nc.UserID)
+		return err
+	})
+	return nc, err
+}

@@ -1,0 +1,445 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testEnv is the suite's shared world: one PostgreSQL database and one server started through run().
+// Tests share them safely because each test works inside a company of its own.
+var testEnv struct {
+	adminURL string // a database on the same server, to create fresh ones from
+	dbURL    string // the migrated database the server uses
+	st       *store
+	baseURL  string
+	log      *syncBuffer // the server's log
+}
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cleanup, err := setupTestDatabase(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "The tests need PostgreSQL: %v\n"+
+			"Install its server binaries (Debian/Ubuntu: sudo apt-get install postgresql) or set DATABASE_URL to a server where the user may create databases.\n", err)
+		return 1
+	}
+	defer cleanup()
+
+	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: 8})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer st.Close()
+	testEnv.st = st
+
+	addr, err := freeAddr()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	testEnv.baseURL = "http://" + addr
+	testEnv.log = &syncBuffer{}
+	env := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return env[k] }, io.Discard, testEnv.log)
+	}()
+	if err := waitHealthy(testEnv.baseURL, done); err != nil {
+		fmt.Fprintf(os.Stderr, "server did not start: %v\n%s", err, testEnv.log.String())
+		return 1
+	}
+
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintf(os.Stderr, "server: %v\n", err)
+		return 1
+	}
+	return code
+}
+
+// setupTestDatabase fills testEnv.adminURL and testEnv.dbURL: a fresh database on DATABASE_URL's
+// server when it is set, else a private server in a temporary folder. cleanup drops or stops it.
+func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		testEnv.adminURL = u
+		name := "rolodex_test_" + randomHex(6)
+		if err := createDatabase(ctx, u, name); err != nil {
+			return nil, err
+		}
+		testEnv.dbURL, err = withDatabase(u, name)
+		return func() { dropDatabase(u, name) }, err
+	}
+	dir, err := os.MkdirTemp("", "rolodex-test-pg-")
+	if err != nil {
+		return nil, err
+	}
+	pg, err := startLocalPG(ctx, dir, io.Discard, true)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	testEnv.adminURL = pg.URL("postgres")
+	if err := createDatabase(ctx, testEnv.adminURL, "rolodex"); err != nil {
+		pg.Stop()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	testEnv.dbURL = pg.URL("rolodex")
+	return func() { pg.Stop(); os.RemoveAll(dir) }, nil
+}
+
+func createDatabase(ctx context.Context, adminURL, name string) error {
+	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = st.db.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(name))
+	return err
+}
+
+func dropDatabase(adminURL, name string) {
+	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	st.db.Exec("DROP DATABASE IF EXISTS " + quoteIdent(name) + " WITH (FORCE)")
+}
+
+// withDatabase returns the URL u with its database name replaced.
+func withDatabase(u, name string) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme == "" {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL for the tests")
+	}
+	pu.Path = "/" + name
+	return pu.String(), nil
+}
+
+// freshDatabase creates an empty database for one test and drops it afterwards.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	name := "rolodex_fresh_" + randomHex(6)
+	if err := createDatabase(context.Background(), testEnv.adminURL, name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(testEnv.adminURL, name) })
+	u, err := withDatabase(testEnv.adminURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitHealthy polls /healthz until it answers 200, the server exits, or 30 seconds pass.
+func waitHealthy(base string, done <-chan error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("run returned early: %v", err)
+		default:
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("timed out waiting for /healthz")
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines to write while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testCompany is a company of the test's own, with its first user and an API key.
+type testCompany struct {
+	id     int64
+	userID int64
+	key    string
+}
+
+// newTestCompany creates a fresh company through the same code as `rolodex company create`.
+func newTestCompany(t *testing.T) testCompany {
+	t.Helper()
+	nc, err := testEnv.st.createCompany(context.Background(), "Test "+t.Name())
+	if err != nil {
+		t.Fatalf("create company: %v", err)
+	}
+	return testCompany{id: nc.CompanyID, userID: nc.UserID, key: nc.APIKey}
+}
+
+func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
+	t.Parallel()
+	st, err := openStore(dbConfig{url: freshDatabase(t), maxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	want := latestSchemaVersion()
+	var wg sync.WaitGroup
+	results := make([][]int, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = st.migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migration %d: %v", i, err)
+		}
+	}
+	if n := len(results[0]) + len(results[1]); n != want {
+		t.Errorf("the two migrations applied %d versions together (%v, %v); want %d in all", n, results[0], results[1], want)
+	}
+	if len(results[0]) != 0 && len(results[1]) != 0 {
+		t.Errorf("both migrations applied versions (%v, %v); want one to find nothing left", results[0], results[1])
+	}
+	again, err := st.migrate(context.Background())
+	if err != nil || len(again) != 0 {
+		t.Errorf("third migrate = %v, %v; want nothing applied", again, err)
+	}
+	v, err := st.schemaVersion(context.Background())
+	if err != nil || v != want {
+		t.Errorf("schemaVersion = %d, %v; want %d", v, err, want)
+	}
+	var rows int
+	st.db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&rows)
+	if rows != want {
+		t.Errorf("schema_migrations has %d rows; want %d", rows, want)
+	}
+}
+
+func TestSchemaEveryTenantTableIsKeyedByCompany(t *testing.T) {
+	t.Parallel()
+	// Every table with a company_id column, and the columns of its primary key in order.
+	const q = `
+		SELECT c.relname, array_to_string(array_agg(a.attname ORDER BY k.ord), ',')
+		FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+		JOIN pg_constraint p ON p.conrelid = c.oid AND p.contype = 'p'
+		CROSS JOIN LATERAL unnest(p.conkey) WITH ORDINALITY AS k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+		WHERE EXISTS (SELECT FROM pg_attribute x WHERE x.attrelid = c.oid AND x.attname = 'company_id')
+		GROUP BY c.relname ORDER BY c.relname`
+	rows, err := testEnv.st.db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var table, pk string
+		if err := rows.Scan(&table, &pk); err != nil {
+			t.Fatal(err)
+		}
+		got[table] = pk
+	}
+	want := map[string]string{
+		"api_keys": "company_id,id", "boards": "company_id,id", "business": "company_id,id",
+		"contacts": "company_id,id", "organizations": "company_id,id", "stages": "company_id,id",
+		"users": "company_id,id",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("primary keys of tenant tables (-want +got):\n%s", diff)
+	}
+}
+
+func TestSchemaRejectsCrossCompanyReferences(t *testing.T) {
+	t.Parallel()
+	a, b := newTestCompany(t), newTestCompany(t)
+	ctx := context.Background()
+	var orgA int64
+	if err := testEnv.st.db.QueryRowContext(ctx,
+		`INSERT INTO organizations (company_id, name) VALUES ($1, 'A org') RETURNING id`, a.id).Scan(&orgA); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		q    string
+		args []any
+	}{
+		{"a contact of B pointing at A's organization", `INSERT INTO contacts (company_id, name, organization_id, user_creator_id) VALUES ($1, 'x', $2, $3)`,
+			[]any{b.id, orgA, b.userID}},
+		{"a contact of B created by A's user", `INSERT INTO contacts (company_id, name, user_creator_id) VALUES ($1, 'x', $2)`,
+			[]any{b.id, a.userID}},
+		{"an API key of B for A's user", `INSERT INTO api_keys (company_id, user_id, prefix, hash) VALUES ($1, $2, 'rdx_test', $3)`,
+			[]any{b.id, a.userID, make([]byte, 32)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := testEnv.st.db.ExecContext(ctx, tt.q, tt.args...)
+			if code := pgCode(err); code != pgForeignKeyViolation {
+				t.Errorf("insert: err = %v (SQLSTATE %q); want a foreign key violation", err, code)
+			}
+		})
+	}
+}
+
+func TestCreateCompanyMakesDefaults(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	db := testEnv.st.db
+	var contactStages, boards, boardStages, currency int
+	db.QueryRowContext(ctx, `SELECT count(*) FROM stages WHERE company_id = $1 AND board_id IS NULL`, c.id).Scan(&contactStages)
+	db.QueryRowContext(ctx, `SELECT count(*) FROM boards WHERE company_id = $1 AND is_default`, c.id).Scan(&boards)
+	db.QueryRowContext(ctx, `SELECT count(*) FROM stages s JOIN boards b ON b.company_id = s.company_id AND b.id = s.board_id
+		WHERE s.company_id = $1 AND b.is_default`, c.id).Scan(&boardStages)
+	db.QueryRowContext(ctx, `SELECT default_currency_id FROM companies WHERE id = $1`, c.id).Scan(&currency)
+	got := []int{contactStages, boards, boardStages, currency}
+	want := []int{len(defaultContactStages), 1, len(defaultBoardStages), 978}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("contact stages, default boards, board stages, currency (-want +got):\n%s", diff)
+	}
+}
+
+func TestReferenceDataIsLoaded(t *testing.T) {
+	t.Parallel()
+	var countries, currencies int
+	var spain, euro string
+	db := testEnv.st.db
+	db.QueryRow(`SELECT count(*) FROM countries`).Scan(&countries)
+	db.QueryRow(`SELECT count(*) FROM currencies`).Scan(&currencies)
+	db.QueryRow(`SELECT code || ' ' || name FROM countries WHERE id = 724`).Scan(&spain)
+	db.QueryRow(`SELECT code || ' ' || name FROM currencies WHERE id = 978`).Scan(&euro)
+	if countries != 249 || currencies < 150 || spain != "ES Spain" || euro != "EUR Euro" {
+		t.Errorf("countries = %d, currencies = %d, 724 = %q, 978 = %q; want all 249 ISO 3166-1 countries, the ISO 4217 currencies, ES Spain, EUR Euro",
+			countries, currencies, spain, euro)
+	}
+}
+
+func TestAPIKeyIsStoredOnlyAsHash(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	if !strings.HasPrefix(c.key, "rdx_") || len(c.key) != 36 {
+		t.Fatalf("key %q: want rdx_ and 32 characters", c.key)
+	}
+	var prefix string
+	var hash []byte
+	err := testEnv.st.db.QueryRow(`SELECT prefix, hash FROM api_keys WHERE company_id = $1`, c.id).Scan(&prefix, &hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(c.key))
+	if prefix != c.key[:keyPrefixLen] || !bytes.Equal(hash, sum[:]) {
+		t.Errorf("stored prefix %q hash %x; want %q and the key's SHA-256", prefix, hash, c.key[:keyPrefixLen])
+	}
+}
+
+func TestAPIKeyLifecycle(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	st := testEnv.st
+
+	key, err := st.createAPIKey(ctx, c.id, c.userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key == c.key {
+		t.Fatal("a second key equals the first")
+	}
+	got, err := st.lookupAPIKey(ctx, sha256.Sum256([]byte(key)))
+	if err != nil || got != (tenant{companyID: c.id, userID: c.userID}) {
+		t.Fatalf("lookup = %+v, %v; want company %d user %d", got, err, c.id, c.userID)
+	}
+	if err := st.revokeAPIKey(ctx, key[:keyPrefixLen]); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, err := st.lookupAPIKey(ctx, sha256.Sum256([]byte(key))); !errors.Is(err, errNotFound) {
+		t.Errorf("lookup of a revoked key: err = %v; want errNotFound", err)
+	}
+	if err := st.revokeAPIKey(ctx, key[:keyPrefixLen]); !errors.Is(err, errNotFound) {
+		t.Errorf("second revoke: err = %v; want errNotFound", err)
+	}
+	if _, err := st.lookupAPIKey(ctx, sha256.Sum256([]byte(c.key))); err != nil {
+		t.Errorf("the company's other key stopped working: %v", err)
+	}
+	if _, err := st.createAPIKey(ctx, c.id, c.userID+1_000_000); !errors.Is(err, errNotFound) {
+		t.Errorf("key for a user that does not exist: err = %v; want errNotFound", err)
+	}
+}
+
+func TestAuthenticatorCachesForTTL(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	now := time.Now()
+	a := newAuthenticator(testEnv.st)
+	a.now = func() time.Time { return now }
+
+	if _, err := a.resolve(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.st.revokeAPIKey(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.resolve(ctx, c.key); err != nil {
+		t.Errorf("within the TTL a cached key still resolves; got %v", err)
+	}
+	now = now.Add(keyCacheTTL + time.Millisecond)
+	if _, err := a.resolve(ctx, c.key); !errors.Is(err, errNotFound) {
+		t.Errorf("after the TTL a revoked key: err = %v; want errNotFound", err)
+	}
+}
