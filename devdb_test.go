@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,9 +144,24 @@ func TestLocalPGIgnoresLeftoverPIDFile(t *testing.T) {
 	if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n%s\n", os.Getpid(), filepath.Join(dir, "data"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	chownLike(t, pidFile, filepath.Dir(pidFile))
 	p := startTestPG(t, dir)
 	if got := queryString(t, openTestPG(t, p), "SELECT 1::text"); got != "1" {
 		t.Errorf("SELECT 1 = %q", got)
+	}
+}
+
+// chownLike gives path the owner of ref, as the server would have written path itself.
+func chownLike(t *testing.T, path, ref string) {
+	t.Helper()
+	info, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		if err := os.Chown(path, int(st.Uid), int(st.Gid)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

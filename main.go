@@ -277,6 +277,22 @@ func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 
+	contacts := contactsResource(st)
+	mux.Handle("GET /v1/contacts", handleList(contacts, log))
+	mux.Handle("GET /v1/contacts/count", handleCount(contacts, log))
+	mux.Handle("GET /v1/contacts/{id}", handleGet(contacts, log))
+	mux.Handle("POST /v1/contacts", handleCreate(contacts, log))
+	mux.Handle("PATCH /v1/contacts/{id}", handleUpdate(contacts, log))
+	mux.Handle("DELETE /v1/contacts/{id}", handleDelete(contacts, log))
+
+	business := businessResource(st)
+	mux.Handle("GET /v1/business", handleList(business, log))
+	mux.Handle("GET /v1/business/count", handleCount(business, log))
+	mux.Handle("GET /v1/business/{id}", handleGet(business, log))
+	mux.Handle("POST /v1/business", handleCreate(business, log))
+	mux.Handle("PATCH /v1/business/{id}", handleUpdate(business, log))
+	mux.Handle("DELETE /v1/business/{id}", handleDelete(business, log))
+
 	mux.Handle("/", handleNoRoute(mux))
 }
 

@@ -121,7 +121,7 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, next http.Handler) http.H
 				slog.String("method", r.Method),
 				slog.String("route", ri.pattern),
 				slog.Int("status", rec.status),
-				slog.Duration("duration", time.Since(start)),
+				slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
 				slog.Int64("companyId", ri.companyID))
 		}()
 		next.ServeHTTP(rec, r)

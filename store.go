@@ -290,3 +290,69 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 	})
 	return nc, err
 }
+
+// querier is what *sql.DB and *sql.Tx have in common, for helpers that run inside or outside a
+// transaction.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// refErrors returns a field error for each reference whose check failed: fields[i] names the field,
+// kinds[i] the kind of object it must point at.
+func refErrors(ok []bool, fields, kinds []string) []fieldError {
+	var errs []fieldError
+	for i, good := range ok {
+		if !good {
+			errs = append(errs, fieldError{Field: fields[i], Message: "must be the id of an existing " + kinds[i]})
+		}
+	}
+	return errs
+}
+
+// refFailure turns the result of a reference check into the error a store method returns.
+func refFailure(errs []fieldError, err error) error {
+	if err != nil {
+		return err
+	}
+	return validationFailed(errs...)
+}
+
+// mapWriteError turns constraint violations that slipped past validation (a referenced object
+// deleted meanwhile, a limit only the database knows) into a 422 naming the field; other errors
+// are returned as they are.
+func mapWriteError(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case pgForeignKeyViolation, pgCheckViolation, pgUniqueViolation:
+		return validationFailed(fieldError{Field: fieldOfConstraint(pe.ConstraintName), Message: "is not valid here"})
+	case "22001", "22003", "22007", "22008", "22P02": // too long, out of range, bad datetime, bad text
+		return validationFailed(fieldError{Field: fieldOfConstraint(pe.ColumnName), Message: "is not valid here"})
+	}
+	return err
+}
+
+// fieldOfConstraint guesses the JSON field a PostgreSQL constraint name is about, from its last
+// column: "contacts_company_id_organization_id_fkey" is organizationId.
+func fieldOfConstraint(name string) string {
+	name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_fkey"), "_check"), "_key")
+	parts := strings.Split(name, "_")
+	// Take the trailing words after the table name, up to and including the last "id".
+	end := len(parts)
+	start := end - 1
+	if parts[start] == "id" && start > 0 {
+		start--
+	}
+	var b strings.Builder
+	for i, p := range parts[start:end] {
+		if i > 0 && p != "" {
+			p = strings.ToUpper(p[:1]) + p[1:]
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// contact is a person the company deals with (API.md section 3, SEED-SPEC.md 2.1).
+type contact struct {
+	ID             int64
+	Name           string
+	Surname        sql.NullString
+	DNI            sql.NullString
+	JobTitle       sql.NullString
+	Email          sql.NullString
+	SecondaryEmail sql.NullString
+	Phone          sql.NullString
+	MobilePhone    sql.NullString
+	URLAvatar      sql.NullString
+	Address        sql.NullString
+	City           sql.NullString
+	WithSales      bool
+	CountryID      sql.NullInt64
+	Classification sql.NullInt64
+	StageID        sql.NullInt64
+	OrganizationID sql.NullInt64
+	AssignedToID   sql.NullInt64
+	UserCreatorID  int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Version        int64
+}
+
+// contactFields are the fields a client may set, applied onto c.
+func (c *contact) fields() []bodyField {
+	return []bodyField{
+		{"name", requiredText(&c.Name, 255)},
+		{"surname", nullableText(&c.Surname, 255, nil)},
+		{"dni", nullableText(&c.DNI, 255, nil)},
+		{"jobTitle", nullableText(&c.JobTitle, 255, nil)},
+		{"email", nullableText(&c.Email, 255, checkEmail)},
+		{"secondaryEmail", nullableText(&c.SecondaryEmail, 255, checkEmail)},
+		{"phone", nullableText(&c.Phone, 255, nil)},
+		{"mobilePhone", nullableText(&c.MobilePhone, 255, nil)},
+		{"urlAvatar", nullableText(&c.URLAvatar, 1000, checkHTTPURL)},
+		{"address", nullableText(&c.Address, 1000, nil)},
+		{"city", nullableText(&c.City, 255, nil)},
+		{"withSales", boolean(&c.WithSales)},
+		{"countryId", nullableID(&c.CountryID)},
+		{"classification", nullableInt(&c.Classification, -1<<31, 1<<31-1)},
+		{"stageId", nullableID(&c.StageID)},
+		{"organizationId", nullableID(&c.OrganizationID)},
+		{"assignedToId", nullableID(&c.AssignedToID)},
+	}
+}
+
+var readOnlyFields = []string{"id", "userCreatorId", "createdAt", "updatedAt"}
+
+// appendContact appends c as JSON, keys in a fixed order; id is a string of digits (SEED-SPEC.md 2.1).
+func appendContact(b []byte, c *contact) []byte {
+	b = append(b, `{"id":"`...)
+	b = strconv.AppendInt(b, c.ID, 10)
+	b = append(b, `","name":`...)
+	b = appendString(b, c.Name)
+	b = append(b, `,"surname":`...)
+	b = appendNullString(b, c.Surname)
+	b = append(b, `,"dni":`...)
+	b = appendNullString(b, c.DNI)
+	b = append(b, `,"jobTitle":`...)
+	b = appendNullString(b, c.JobTitle)
+	b = append(b, `,"email":`...)
+	b = appendNullString(b, c.Email)
+	b = append(b, `,"secondaryEmail":`...)
+	b = appendNullString(b, c.SecondaryEmail)
+	b = append(b, `,"phone":`...)
+	b = appendNullString(b, c.Phone)
+	b = append(b, `,"mobilePhone":`...)
+	b = appendNullString(b, c.MobilePhone)
+	b = append(b, `,"urlAvatar":`...)
+	b = appendNullString(b, c.URLAvatar)
+	b = append(b, `,"address":`...)
+	b = appendNullString(b, c.Address)
+	b = append(b, `,"city":`...)
+	b = appendNullString(b, c.City)
+	b = append(b, `,"withSales":`...)
+	b = strconv.AppendBool(b, c.WithSales)
+	b = append(b, `,"countryId":`...)
+	b = appendNullInt(b, c.CountryID)
+	b = append(b, `,"classification":`...)
+	b = appendNullInt(b, c.Classification)
+	b = append(b, `,"stageId":`...)
+	b = appendNullInt(b, c.StageID)
+	b = append(b, `,"organizationId":`...)
+	b = appendNullInt(b, c.OrganizationID)
+	b = append(b, `,"assignedToId":`...)
+	b = appendNullInt(b, c.AssignedToID)
+	b = append(b, `,"userCreatorId":`...)
+	b = strconv.AppendInt(b, c.UserCreatorID, 10)
+	b = append(b, `,"createdAt":`...)
+	b = appendTime(b, c.CreatedAt)
+	b = append(b, `,"updatedAt":`...)
+	b = appendTime(b, c.UpdatedAt)
+	return append(b, '}')
+}
+
+// SQL of contacts. Every statement is scoped by company_id.
+
+const contactColumns = `id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
+	url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
+	assigned_to_id, user_creator_id, created_at, updated_at, version`
+
+func (c *contact) scanDest() []any {
+	return []any{&c.ID, &c.Name, &c.Surname, &c.DNI, &c.JobTitle, &c.Email, &c.SecondaryEmail, &c.Phone,
+		&c.MobilePhone, &c.URLAvatar, &c.Address, &c.City, &c.WithSales, &c.CountryID, &c.Classification,
+		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version}
+}
+
+// writableValues are the values of the columns a client sets, in the order of $2.. in
+// insertContact and updateContact.
+func (c *contact) writableValues() []any {
+	return []any{c.Name, c.Surname, c.DNI, c.JobTitle, c.Email, c.SecondaryEmail, c.Phone, c.MobilePhone,
+		c.URLAvatar, c.Address, c.City, c.WithSales, c.CountryID, c.Classification, c.StageID,
+		c.OrganizationID, c.AssignedToID}
+}
+
+// getContact returns the company's contact id, or errNotFound.
+func (s *store) getContact(ctx context.Context, companyID, id int64) (contact, error) {
+	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2`
+	var c contact
+	err := s.db.QueryRowContext(ctx, q, companyID, id).Scan(c.scanDest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, errNotFound
+	}
+	if err != nil {
+		return c, fmt.Errorf("get contact %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// listContacts returns a page of the company's contacts, by id.
+func (s *store) listContacts(ctx context.Context, companyID int64, p page) ([]contact, error) {
+	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
+	rows, err := s.db.QueryContext(ctx, q, companyID, p.afterID, p.limit)
+	if err != nil {
+		return nil, fmt.Errorf("list contacts: %w", err)
+	}
+	defer rows.Close()
+	out := make([]contact, 0, p.limit)
+	for rows.Next() {
+		var c contact
+		if err := rows.Scan(c.scanDest()...); err != nil {
+			return nil, fmt.Errorf("list contacts: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// countContacts returns how many contacts the company has.
+func (s *store) countContacts(ctx context.Context, companyID int64) (int64, error) {
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM contacts WHERE company_id = $1`, companyID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count contacts: %w", err)
+	}
+	return n, nil
+}
+
+// checkContactRefs returns a field error for each reference of c that is not an object the company may
+// use: a country, one of its contact stages, organizations and users. Another company's object is
+// reported exactly like one that does not exist.
+func checkContactRefs(ctx context.Context, q querier, companyID int64, c *contact) ([]fieldError, error) {
+	if !c.CountryID.Valid && !c.StageID.Valid && !c.OrganizationID.Valid && !c.AssignedToID.Valid {
+		return nil, nil
+	}
+	const sqlRefs = `SELECT
+		$2::bigint IS NULL OR EXISTS (SELECT FROM countries WHERE id = $2),
+		$3::bigint IS NULL OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND id = $3 AND board_id IS NULL),
+		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
+		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
+	var ok [4]bool
+	err := q.QueryRowContext(ctx, sqlRefs, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
+		Scan(&ok[0], &ok[1], &ok[2], &ok[3])
+	if err != nil {
+		return nil, fmt.Errorf("check contact references: %w", err)
+	}
+	return refErrors(ok[:], []string{"countryId", "stageId", "organizationId", "assignedToId"},
+		[]string{"country", "contact stage", "organization", "user"}), nil
+}
+
+// createContact creates a contact from the members of a POST body for the tenant (the key's user is
+// its creator). Bad fields and references are an *apiError.
+func (s *store) createContact(ctx context.Context, t tenant, members []member) (contact, error) {
+	var c contact
+	errs := applyMembers(members, c.fields(), readOnlyFields)
+	if c.Name == "" && !hasField(errs, "name") {
+		errs = append(errs, fieldError{Field: "name", Message: "is required"})
+	}
+	if errs != nil {
+		return c, validationFailed(errs...)
+	}
+	if errs, err := checkContactRefs(ctx, s.db, t.companyID, &c); err != nil || errs != nil {
+		return c, refFailure(errs, err)
+	}
+	const q = `INSERT INTO contacts (company_id, name, surname, dni, job_title, email, secondary_email, phone,
+		mobile_phone, url_avatar, address, city, with_sales, country_id, classification, stage_id,
+		organization_id, assigned_to_id, user_creator_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		RETURNING id, created_at, updated_at, version`
+	c.UserCreatorID = t.userID
+	args := append(append([]any{t.companyID}, c.writableValues()...), t.userID)
+	err := s.db.QueryRowContext(ctx, q, args...).Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
+	if err != nil {
+		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
+	}
+	return c, nil
+}
+
+// updateContact applies a merge patch to the company's contact id in one transaction: it locks the
+// row, checks If-Match, applies the members and, when something changed, validates and writes it,
+// moving updatedAt. It returns errNotFound, errPreconditionFailed, or an *apiError for bad fields.
+func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch string, members []member) (contact, error) {
+	var c contact
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
+		err := tx.QueryRowContext(ctx, q, companyID, id).Scan(c.scanDest()...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock contact %d: %w", id, err)
+		}
+		if !ifMatchOK(ifMatch, c.Version) {
+			return errPreconditionFailed
+		}
+		old := c
+		if errs := applyMembers(members, c.fields(), readOnlyFields); errs != nil {
+			return validationFailed(errs...)
+		}
+		if c == old {
+			return nil // nothing changed: updatedAt and the ETag stay
+		}
+		if errs, err := checkContactRefs(ctx, tx, companyID, &c); err != nil || errs != nil {
+			return refFailure(errs, err)
+		}
+		const upd = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
+			secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
+			with_sales = $14, country_id = $15, classification = $16, stage_id = $17, organization_id = $18,
+			assigned_to_id = $19, version = version + 1,
+			updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+			WHERE company_id = $1 AND id = $2
+			RETURNING updated_at, version`
+		args := append([]any{companyID, id}, c.writableValues()...)
+		if err := tx.QueryRowContext(ctx, upd, args...).Scan(&c.UpdatedAt, &c.Version); err != nil {
+			return fmt.Errorf("update contact %d: %w", id, mapWriteError(err))
+		}
+		return nil
+	})
+	return c, err
+}
+
+// deleteContact deletes the company's contact id if If-Match admits it. It returns errNotFound or
+// errPreconditionFailed.
+func (s *store) deleteContact(ctx context.Context, companyID, id int64, ifMatch string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var version int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM contacts WHERE company_id = $1 AND id = $2 RETURNING version`,
+			companyID, id).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("delete contact %d: %w", id, err)
+		}
+		if !ifMatchOK(ifMatch, version) {
+			return errPreconditionFailed // rolls the delete back
+		}
+		return nil
+	})
+}
+
+// contactsResource binds contacts to the generic handlers.
+func contactsResource(st *store) *resource[contact] {
+	return &resource[contact]{
+		path:    "/v1/contacts",
+		list:    st.listContacts,
+		count:   st.countContacts,
+		get:     st.getContact,
+		create:  st.createContact,
+		update:  st.updateContact,
+		delete:  st.deleteContact,
+		encode:  appendContact,
+		id:      func(c *contact) int64 { return c.ID },
+		version: func(c *contact) int64 { return c.Version },
+	}
+}
