@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -203,7 +204,7 @@ func (s *store) getBusiness(ctx context.Context, companyID, id int64) (business,
 }
 
 // listBusiness returns a page of the company's business records, by id.
-func (s *store) listBusiness(ctx context.Context, companyID int64, p page) ([]business, error) {
+func (s *store) listBusiness(ctx context.Context, companyID int64, p page, _ url.Values) ([]business, error) {
 	q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
 	rows, err := s.db.QueryContext(ctx, q, companyID, p.afterID, p.limit)
 	if err != nil {
@@ -376,15 +377,31 @@ func (s *store) deleteBusiness(ctx context.Context, companyID, id int64, ifMatch
 // businessResource binds business records to the generic handlers.
 func businessResource(st *store) *resource[business] {
 	return &resource[business]{
-		path:    "/v1/business",
-		list:    st.listBusiness,
-		count:   st.countBusiness,
-		get:     st.getBusiness,
-		create:  st.createBusiness,
-		update:  st.updateBusiness,
-		delete:  st.deleteBusiness,
-		encode:  appendBusiness,
-		id:      func(b *business) int64 { return b.ID },
-		version: func(b *business) int64 { return b.Version },
+		path:       "/v1/business",
+		list:       st.listBusiness,
+		count:      st.countBusiness,
+		get:        st.getBusiness,
+		create:     st.createBusiness,
+		update:     st.updateBusiness,
+		delete:     st.deleteBusiness,
+		st:         st,
+		expansions: businessExpansions,
+		ref:        businessRef,
+		encode:     appendBusiness,
+		id:         func(b *business) int64 { return b.ID },
+		version:    func(b *business) int64 { return b.Version },
 	}
+}
+
+// businessRef returns the id the business's expansion name points at.
+func businessRef(b *business, name string) sql.NullInt64 {
+	switch name {
+	case "organization":
+		return b.OrganizationID
+	case "stage":
+		return sql.NullInt64{Int64: b.StageID, Valid: true}
+	case "userCreator":
+		return sql.NullInt64{Int64: b.UserCreatorID, Valid: true}
+	}
+	return sql.NullInt64{}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -142,7 +143,7 @@ func (s *store) getContact(ctx context.Context, companyID, id int64) (contact, e
 }
 
 // listContacts returns a page of the company's contacts, by id.
-func (s *store) listContacts(ctx context.Context, companyID int64, p page) ([]contact, error) {
+func (s *store) listContacts(ctx context.Context, companyID int64, p page, _ url.Values) ([]contact, error) {
 	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
 	rows, err := s.db.QueryContext(ctx, q, companyID, p.afterID, p.limit)
 	if err != nil {
@@ -286,15 +287,35 @@ func (s *store) deleteContact(ctx context.Context, companyID, id int64, ifMatch 
 // contactsResource binds contacts to the generic handlers.
 func contactsResource(st *store) *resource[contact] {
 	return &resource[contact]{
-		path:    "/v1/contacts",
-		list:    st.listContacts,
-		count:   st.countContacts,
-		get:     st.getContact,
-		create:  st.createContact,
-		update:  st.updateContact,
-		delete:  st.deleteContact,
-		encode:  appendContact,
-		id:      func(c *contact) int64 { return c.ID },
-		version: func(c *contact) int64 { return c.Version },
+		path:       "/v1/contacts",
+		list:       st.listContacts,
+		count:      st.countContacts,
+		get:        st.getContact,
+		create:     st.createContact,
+		update:     st.updateContact,
+		delete:     st.deleteContact,
+		st:         st,
+		expansions: contactExpansions,
+		ref:        contactRef,
+		encode:     appendContact,
+		id:         func(c *contact) int64 { return c.ID },
+		version:    func(c *contact) int64 { return c.Version },
 	}
+}
+
+// contactRef returns the id the contact's expansion name points at.
+func contactRef(c *contact, name string) sql.NullInt64 {
+	switch name {
+	case "organization":
+		return c.OrganizationID
+	case "country":
+		return c.CountryID
+	case "stage":
+		return c.StageID
+	case "assignedTo":
+		return c.AssignedToID
+	case "userCreator":
+		return sql.NullInt64{Int64: c.UserCreatorID, Valid: true}
+	}
+	return sql.NullInt64{}
 }

@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
+	osuser "os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -319,7 +319,7 @@ func pgRunAs() (*pgUser, error) {
 }
 
 func lookupPGUser(name string) (*pgUser, error) {
-	u, err := user.Lookup(name)
+	u, err := osuser.Lookup(name)
 	if err != nil {
 		return nil, err
 	}

@@ -293,6 +293,20 @@ func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
 	mux.Handle("PATCH /v1/business/{id}", handleUpdate(business, log))
 	mux.Handle("DELETE /v1/business/{id}", handleDelete(business, log))
 
+	users, orgs, stages, boards := usersResource(st), organizationsResource(st), stagesResource(st), boardsResource(st)
+	mux.Handle("GET /v1/users", handleList(users, log))
+	mux.Handle("GET /v1/users/{id}", handleGet(users, log))
+	mux.Handle("GET /v1/organizations", handleList(orgs, log))
+	mux.Handle("GET /v1/organizations/{id}", handleGet(orgs, log))
+	mux.Handle("POST /v1/organizations", handleCreate(orgs, log))
+	mux.Handle("GET /v1/stages", handleList(stages, log))
+	mux.Handle("GET /v1/stages/{id}", handleGet(stages, log))
+	mux.Handle("GET /v1/boards", handleList(boards, log))
+	mux.Handle("GET /v1/boards/{id}", handleGet(boards, log))
+	mux.Handle("GET /v1/statuses", handleList(statusesResource(st), log))
+	mux.Handle("GET /v1/currencies", handleList(currenciesResource(st), log))
+	mux.Handle("GET /v1/countries", handleList(countriesResource(st), log))
+
 	mux.Handle("/", handleNoRoute(mux))
 }
 

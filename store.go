@@ -33,6 +33,7 @@ type dbConfig struct {
 	url              string
 	maxConns         int
 	statementTimeout time.Duration
+	tracer           pgx.QueryTracer // sees every query; for tests that count them
 }
 
 // openStore opens a connection pool (without connecting yet). Every connection gets a
@@ -46,6 +47,7 @@ func openStore(cfg dbConfig) (*store, error) {
 		pc.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.statementTimeout.Milliseconds(), 10)
 	}
 	pc.ConnectTimeout = 5 * time.Second
+	pc.Tracer = cfg.tracer
 	db := stdlib.OpenDB(*pc)
 	// Idle connections keep pgx's per-connection prepared statement cache, so keep them all.
 	db.SetMaxOpenConns(cfg.maxConns)
