@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -554,4 +556,20 @@ func (l *pgLog) tail() string {
 		}
 	}
 	return strings.TrimSpace(s)
+}
+
+// reachableDataDir returns dir, or, when running as root and the server user cannot enter dir's
+// parents (a checkout under /root, say), a folder of this checkout's own under the temp dir, which it
+// can. The second result reports the move.
+func reachableDataDir(dir string) (string, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir, false
+	}
+	runAs, err := pgRunAs()
+	if err != nil || runAs == nil || runAs.blockedAncestor(filepath.Dir(abs)) == "" {
+		return dir, false
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return filepath.Join(os.TempDir(), "rolodex-dev-"+hex.EncodeToString(sum[:4])), true
 }

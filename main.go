@@ -493,6 +493,10 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	if moved, ok := reachableDataDir(*dir); ok {
+		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
+		*dir = moved
+	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
