@@ -265,9 +265,6 @@ func (s *store) createBusiness(ctx context.Context, t tenant, members []member) 
 	if b.Title == "" && !hasField(errs, "title") {
 		errs = append(errs, fieldError{Field: "title", Message: "is required"})
 	}
-	if errs != nil {
-		return b, validationFailed(errs...)
-	}
 	if b.StatusID == 0 {
 		b.StatusID = statusOpen
 	}
@@ -290,25 +287,37 @@ func (s *store) createBusiness(ctx context.Context, t tenant, members []member) 
 			b.CurrencyID = currency
 		}
 	}
-	if errs, err := checkBusinessRefs(ctx, s.db, t.companyID, &b); err != nil || errs != nil {
-		return b, refFailure(errs, err)
+	refErrs, err := checkBusinessRefs(ctx, s.db, t.companyID, &b)
+	if err := fieldFailure(errs, refErrs, err); err != nil {
+		return b, err
 	}
-	// Without a position the business goes to the end of its stage.
-	const q = `INSERT INTO business (company_id, title, value, deadline, private, position, date_won,
-		reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id, user_creator_id)
-		VALUES ($1, $2, $3::numeric, $4, $5,
-			coalesce($6, (SELECT coalesce(max(position), 0) + 1 FROM business WHERE company_id = $1 AND stage_id = $14)),
-			$7, $8, $9, $10, $11, $12, $13, $14, $15)
-		RETURNING id, position, created_at, updated_at, version`
 	b.UserCreatorID = t.userID
 	position := sql.NullInt64{Int64: b.Position, Valid: hasMember(members, "position")}
-	err := s.db.QueryRowContext(ctx, q, t.companyID, b.Title, b.Value, b.Deadline, b.Private, position,
-		b.DateWon, b.ReasonLost, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID,
-		b.StageID, t.userID).Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
-	if err != nil {
-		return b, fmt.Errorf("insert business: %w", mapWriteError(err))
-	}
-	return b, nil
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		// Creates that default their position take turns per stage, so each gets its own end of it.
+		// NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
+		if !position.Valid {
+			const lock = `SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`
+			if _, err := tx.ExecContext(ctx, lock, t.companyID, b.StageID); err != nil {
+				return fmt.Errorf("lock stage: %w", err)
+			}
+		}
+		const q = `INSERT INTO business (company_id, title, value, deadline, private, position, date_won,
+			reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id, user_creator_id)
+			VALUES ($1, $2, $3::numeric, $4, $5,
+				coalesce($6, (SELECT least(coalesce(max(position), 0)::bigint + 1, 2147483647)
+					FROM business WHERE company_id = $1 AND stage_id = $14)),
+				$7, $8, $9, $10, $11, $12, $13, $14, $15)
+			RETURNING id, position, created_at, updated_at, version`
+		err := tx.QueryRowContext(ctx, q, t.companyID, b.Title, b.Value, b.Deadline, b.Private, position,
+			b.DateWon, b.ReasonLost, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID,
+			b.StageID, t.userID).Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
+		if err != nil {
+			return fmt.Errorf("insert business: %w", mapWriteError(err))
+		}
+		return nil
+	})
+	return b, err
 }
 
 // updateBusiness applies a merge patch to the company's business id in one transaction, like
@@ -327,15 +336,15 @@ func (s *store) updateBusiness(ctx context.Context, companyID, id int64, ifMatch
 		if !ifMatchOK(ifMatch, b.Version) {
 			return errPreconditionFailed
 		}
+		b.Deadline.Time, b.DateWon.Time = b.Deadline.Time.UTC(), b.DateWon.Time.UTC() // as the body's are
 		old := b
-		if errs := applyMembers(members, b.fields(), readOnlyFields); errs != nil {
-			return validationFailed(errs...)
-		}
-		if b == old {
+		errs := applyMembers(members, b.fields(), readOnlyFields)
+		if errs == nil && b == old {
 			return nil // nothing changed: updatedAt and the ETag stay
 		}
-		if errs, err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil || errs != nil {
-			return refFailure(errs, err)
+		refErrs, err := checkBusinessRefs(ctx, tx, companyID, &b)
+		if err := fieldFailure(errs, refErrs, err); err != nil {
+			return err
 		}
 		const upd = `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
 			position = $7, date_won = $8, reason_lost = $9, status_id = $10, organization_id = $11,

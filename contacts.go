@@ -201,11 +201,9 @@ func (s *store) createContact(ctx context.Context, t tenant, members []member) (
 	if c.Name == "" && !hasField(errs, "name") {
 		errs = append(errs, fieldError{Field: "name", Message: "is required"})
 	}
-	if errs != nil {
-		return c, validationFailed(errs...)
-	}
-	if errs, err := checkContactRefs(ctx, s.db, t.companyID, &c); err != nil || errs != nil {
-		return c, refFailure(errs, err)
+	refErrs, err := checkContactRefs(ctx, s.db, t.companyID, &c)
+	if err := fieldFailure(errs, refErrs, err); err != nil {
+		return c, err
 	}
 	const q = `INSERT INTO contacts (company_id, name, surname, dni, job_title, email, secondary_email, phone,
 		mobile_phone, url_avatar, address, city, with_sales, country_id, classification, stage_id,
@@ -214,7 +212,7 @@ func (s *store) createContact(ctx context.Context, t tenant, members []member) (
 		RETURNING id, created_at, updated_at, version`
 	c.UserCreatorID = t.userID
 	args := append(append([]any{t.companyID}, c.writableValues()...), t.userID)
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
+	err = s.db.QueryRowContext(ctx, q, args...).Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
 	}
@@ -239,14 +237,13 @@ func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch 
 			return errPreconditionFailed
 		}
 		old := c
-		if errs := applyMembers(members, c.fields(), readOnlyFields); errs != nil {
-			return validationFailed(errs...)
-		}
-		if c == old {
+		errs := applyMembers(members, c.fields(), readOnlyFields)
+		if errs == nil && c == old {
 			return nil // nothing changed: updatedAt and the ETag stay
 		}
-		if errs, err := checkContactRefs(ctx, tx, companyID, &c); err != nil || errs != nil {
-			return refFailure(errs, err)
+		refErrs, err := checkContactRefs(ctx, tx, companyID, &c)
+		if err := fieldFailure(errs, refErrs, err); err != nil {
+			return err
 		}
 		const upd = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
 			secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,

@@ -306,7 +306,7 @@ func stagesResource(st *store) *resource[stage] {
 			boardID = n
 		}
 		const sqlList = `SELECT ` + stageColumns + ` FROM stages
-			WHERE company_id = $1 AND id > $2 AND ($4 = 0 OR board_id = $4) ORDER BY id LIMIT $3`
+			WHERE company_id = $1 AND id > $2 AND ($4::bigint = 0 OR board_id = $4::bigint) ORDER BY id LIMIT $3`
 		return queryRows[stage](ctx, st.db, p.limit, sqlList, companyID, p.afterID, p.limit, boardID)
 	}
 	return res
@@ -323,18 +323,18 @@ func boardsResource(st *store) *resource[board] {
 
 func statusesResource(st *store) *resource[refData] {
 	return refResource(st, "/v1/statuses",
-		`SELECT `+statusColumns+` FROM statuses WHERE $1::bigint > 0 AND id > $2 ORDER BY id LIMIT $3`, "",
+		`SELECT `+statusColumns+` FROM statuses WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
 		appendStatus, func(r *refData) int64 { return r.ID })
 }
 
 func currenciesResource(st *store) *resource[currency] {
 	return refResource(st, "/v1/currencies",
-		`SELECT `+currencyColumns+` FROM currencies WHERE $1::bigint > 0 AND id > $2 ORDER BY id LIMIT $3`, "",
+		`SELECT `+currencyColumns+` FROM currencies WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
 		appendCurrency, func(c *currency) int64 { return c.ID })
 }
 
 func countriesResource(st *store) *resource[country] {
 	return refResource(st, "/v1/countries",
-		`SELECT `+countryColumns+` FROM countries WHERE $1::bigint > 0 AND id > $2 ORDER BY id LIMIT $3`, "",
+		`SELECT `+countryColumns+` FROM countries WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
 		appendCountry, func(c *country) int64 { return c.ID })
 }

@@ -179,6 +179,11 @@ func jsonString(raw json.RawMessage, max int) (string, string) {
 	if strings.IndexByte(s, 0) >= 0 {
 		return "", "must not contain NUL characters"
 	}
+	// encoding/json turns an unpaired surrogate escape (\ud800) into U+FFFD without a word.
+	if strings.ContainsRune(s, utf8.RuneError) && !bytes.ContainsRune(raw, utf8.RuneError) &&
+		!bytes.Contains(bytes.ToLower(raw), []byte(`\ufffd`)) {
+		return "", "must not contain unpaired UTF-16 surrogate escapes"
+	}
 	if utf8.RuneCountInString(s) > max {
 		return "", fmt.Sprintf("must be at most %d characters", max)
 	}
@@ -321,7 +326,7 @@ func nullableTime(p *sql.NullTime) func(json.RawMessage) string {
 			return "must be an RFC 3339 timestamp string"
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+		if u := t.UTC(); err != nil || u.Year() < 1 || u.Year() > 9999 {
 			return "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
 		}
 		*p = sql.NullTime{Time: t.UTC().Truncate(time.Millisecond), Valid: true}

@@ -97,7 +97,8 @@ func handleList[T any](res *resource[T], log *slog.Logger) http.Handler {
 func handleCount[T any](res *resource[T], log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		if _, aerr := queryParams(r); aerr != nil {
+		// expand[] is accepted on every request; a count has nothing to expand.
+		if _, _, aerr := objectRequest(r, false, res.expansions); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}

@@ -313,10 +313,19 @@ func refErrors(ok []bool, fields, kinds []string) []fieldError {
 	return errs
 }
 
-// refFailure turns the result of a reference check into the error a store method returns.
-func refFailure(errs []fieldError, err error) error {
+// fieldFailure combines the field errors of a body with those of its reference check (a field already
+// at fault is not reported twice) into the error a store method returns: nil when there are none.
+func fieldFailure(errs, refErrs []fieldError, err error) error {
 	if err != nil {
 		return err
+	}
+	for _, e := range refErrs {
+		if !hasField(errs, e.Field) {
+			errs = append(errs, e)
+		}
+	}
+	if errs == nil {
+		return nil
 	}
 	return validationFailed(errs...)
 }
@@ -333,7 +342,7 @@ func mapWriteError(err error) error {
 	case pgForeignKeyViolation, pgCheckViolation, pgUniqueViolation:
 		return validationFailed(fieldError{Field: fieldOfConstraint(pe.ConstraintName), Message: "is not valid here"})
 	case "22001", "22003", "22007", "22008", "22P02": // too long, out of range, bad datetime, bad text
-		return validationFailed(fieldError{Field: fieldOfConstraint(pe.ColumnName), Message: "is not valid here"})
+		return &apiError{Status: 422, Code: "validation_failed", Detail: "A value in the body is out of the range the database can hold."}
 	}
 	return err
 }
