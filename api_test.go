@@ -307,3 +307,37 @@ func TestCLIUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestUnreachableDatabaseIs503NotA500(t *testing.T) {
+	t.Parallel()
+	addr, err := freeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(dbConfig{url: "postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2", maxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logBuf syncBuffer
+	srv := httptest.NewServer(newHandler(st, slog.New(slog.NewJSONHandler(&logBuf, nil))))
+	defer srv.Close()
+
+	for _, path := range []string{"/v1/contacts", "/readyz"} {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("x-api-key", "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA") // resolving it needs the database
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s with the database away = %d (Retry-After %q); want 503 with Retry-After. Body %s",
+				path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		if strings.Contains(string(body), "connect") || strings.Contains(string(body), addr) {
+			t.Errorf("GET %s: driver text reached the client: %s", path, body)
+		}
+	}
+}

@@ -192,34 +192,21 @@ func (b *business) scanDest() []any {
 // getBusiness returns the company's business id, or errNotFound.
 func (s *store) getBusiness(ctx context.Context, companyID, id int64) (business, error) {
 	q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id = $2`
-	var b business
-	err := s.db.QueryRowContext(ctx, q, companyID, id).Scan(b.scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return b, errNotFound
+	v, err := queryOne[business](ctx, s.db, q, companyID, id)
+	if err != nil && !errors.Is(err, errNotFound) {
+		err = fmt.Errorf("get business %d: %w", id, err)
 	}
-	if err != nil {
-		return b, fmt.Errorf("get business %d: %w", id, err)
-	}
-	return b, nil
+	return v, err
 }
 
 // listBusiness returns a page of the company's business records, by id.
 func (s *store) listBusiness(ctx context.Context, companyID int64, p page, _ url.Values) ([]business, error) {
 	q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
-	rows, err := s.db.QueryContext(ctx, q, companyID, p.afterID, p.limit)
+	vs, err := queryRows[business](ctx, s.db, p.limit, q, companyID, p.afterID, p.limit)
 	if err != nil {
 		return nil, fmt.Errorf("list business: %w", err)
 	}
-	defer rows.Close()
-	out := make([]business, 0, p.limit)
-	for rows.Next() {
-		var b business
-		if err := rows.Scan(b.scanDest()...); err != nil {
-			return nil, fmt.Errorf("list business: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return vs, nil
 }
 
 // countBusiness returns how many business records the company has.

@@ -131,34 +131,21 @@ func (c *contact) writableValues() []any {
 // getContact returns the company's contact id, or errNotFound.
 func (s *store) getContact(ctx context.Context, companyID, id int64) (contact, error) {
 	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2`
-	var c contact
-	err := s.db.QueryRowContext(ctx, q, companyID, id).Scan(c.scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, errNotFound
+	v, err := queryOne[contact](ctx, s.db, q, companyID, id)
+	if err != nil && !errors.Is(err, errNotFound) {
+		err = fmt.Errorf("get contact %d: %w", id, err)
 	}
-	if err != nil {
-		return c, fmt.Errorf("get contact %d: %w", id, err)
-	}
-	return c, nil
+	return v, err
 }
 
 // listContacts returns a page of the company's contacts, by id.
 func (s *store) listContacts(ctx context.Context, companyID int64, p page, _ url.Values) ([]contact, error) {
 	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
-	rows, err := s.db.QueryContext(ctx, q, companyID, p.afterID, p.limit)
+	vs, err := queryRows[contact](ctx, s.db, p.limit, q, companyID, p.afterID, p.limit)
 	if err != nil {
 		return nil, fmt.Errorf("list contacts: %w", err)
 	}
-	defer rows.Close()
-	out := make([]contact, 0, p.limit)
-	for rows.Next() {
-		var c contact
-		if err := rows.Scan(c.scanDest()...); err != nil {
-			return nil, fmt.Errorf("list contacts: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return vs, nil
 }
 
 // countContacts returns how many contacts the company has.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -27,10 +26,6 @@ func (e *apiError) Error() string { return e.Code + ": " + e.Detail }
 
 // errNotFound is returned by the store when no object with the id exists for the company.
 var errNotFound = errors.New("not found")
-
-// errUnavailable wraps errors that mean the database cannot be reached or is overloaded: answered
-// with 503 and Retry-After.
-var errUnavailable = errors.New("database unavailable")
 
 func badRequest(code, detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Detail: detail}
@@ -92,7 +87,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		// The client went away or the request deadline passed; nobody may be listening.
 		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "timeout",
 			Detail: "The request did not complete in time. Retry later."})
-	case errors.Is(err, errUnavailable):
+	case isDBUnavailable(err):
 		log.Warn("database unavailable", "requestId", requestInfo(r.Context()).id, "err", err)
 		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "service_unavailable",
@@ -103,9 +98,4 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		writeProblem(w, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
 			Detail: "An internal error occurred. It has been logged with the request id."})
 	}
-}
-
-// isContextErr reports whether err comes from a cancelled or expired context.
-func isContextErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

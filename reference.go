@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -173,40 +172,6 @@ func (bd *board) scanDest() []any {
 func (r *refData) scanDest() []any  { return []any{&r.ID, &r.Code, &r.Name, &r.CreatedAt, &r.UpdatedAt} }
 func (c *currency) scanDest() []any { return append(c.refData.scanDest(), &c.MinorUnit) }
 func (c *country) scanDest() []any  { return append(c.refData.scanDest(), &c.Alpha3) }
-
-// scanner is a pointer to a row type that knows the scan destinations of its columns.
-type scanner[T any] interface {
-	*T
-	scanDest() []any
-}
-
-// queryRows runs q and scans every row into a new T; limit sizes the slice.
-func queryRows[T any, PT scanner[T]](ctx context.Context, db querier, limit int, q string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make([]T, 0, limit)
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(PT(&v).scanDest()...); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-// queryOne runs q for one row, errNotFound when there is none.
-func queryOne[T any, PT scanner[T]](ctx context.Context, db querier, q string, args ...any) (T, error) {
-	var v T
-	err := db.QueryRowContext(ctx, q, args...).Scan(PT(&v).scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, errNotFound
-	}
-	return v, err
-}
 
 // relatedObjects returns the company's objects of a kind with these ids, encoded, by id: one query.
 func (s *store) relatedObjects(ctx context.Context, companyID int64, kind relKind, ids []int64) (map[int64][]byte, error) {

@@ -98,7 +98,7 @@ func isDBUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, errUnavailable) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
 	}
@@ -299,6 +299,40 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// scanner is a pointer to a row type that knows the scan destinations of its columns.
+type scanner[T any] interface {
+	*T
+	scanDest() []any
+}
+
+// queryRows runs q and scans every row into a new T; limit sizes the slice.
+func queryRows[T any, PT scanner[T]](ctx context.Context, db querier, limit int, q string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]T, 0, limit)
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(PT(&v).scanDest()...); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// queryOne runs q for one row, errNotFound when there is none.
+func queryOne[T any, PT scanner[T]](ctx context.Context, db querier, q string, args ...any) (T, error) {
+	var v T
+	err := db.QueryRowContext(ctx, q, args...).Scan(PT(&v).scanDest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, errNotFound
+	}
+	return v, err
 }
 
 // refErrors returns a field error for each reference whose check failed: fields[i] names the field,
