@@ -316,38 +316,16 @@ func BenchmarkAppendContactPage(b *testing.B) {
 // through encoding/json's reflection, as a straightforward server would write it.
 func BenchmarkMarshalContactBaseline(b *testing.B) {
 	c := benchContact()
-	type wire struct {
-		ID             string     `json:"id"`
-		Name           string     `json:"name"`
-		Surname        *string    `json:"surname"`
-		DNI            *string    `json:"dni"`
-		JobTitle       *string    `json:"jobTitle"`
-		Email          *string    `json:"email"`
-		SecondaryEmail *string    `json:"secondaryEmail"`
-		Phone          *string    `json:"phone"`
-		MobilePhone    *string    `json:"mobilePhone"`
-		URLAvatar      *string    `json:"urlAvatar"`
-		Address        *string    `json:"address"`
-		City           *string    `json:"city"`
-		WithSales      bool       `json:"withSales"`
-		CountryID      *int64     `json:"countryId"`
-		Classification *int64     `json:"classification"`
-		StageID        *int64     `json:"stageId"`
-		OrganizationID *int64     `json:"organizationId"`
-		AssignedToID   *int64     `json:"assignedToId"`
-		UserCreatorID  int64      `json:"userCreatorId"`
-		CreatedAt      time.Time  `json:"createdAt"`
-		UpdatedAt      *time.Time `json:"updatedAt"`
-	}
 	str := func(s sql.NullString) *string { return &s.String }
 	num := func(n sql.NullInt64) *int64 { return &n.Int64 }
 	b.ReportAllocs()
 	var out []byte
 	for b.Loop() {
-		w := wire{strconv.FormatInt(c.ID, 10), c.Name, str(c.Surname), str(c.DNI), str(c.JobTitle), str(c.Email),
+		w := wireContact{strconv.FormatInt(c.ID, 10), c.Name, str(c.Surname), str(c.DNI), str(c.JobTitle), str(c.Email),
 			str(c.SecondaryEmail), str(c.Phone), str(c.MobilePhone), str(c.URLAvatar), str(c.Address), str(c.City),
 			c.WithSales, num(c.CountryID), num(c.Classification), num(c.StageID), num(c.OrganizationID),
-			num(c.AssignedToID), c.UserCreatorID, c.CreatedAt, &c.UpdatedAt}
+			num(c.AssignedToID), c.UserCreatorID, c.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z"),
+			c.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z")}
 		out, _ = json.Marshal(w)
 	}
 	b.SetBytes(int64(len(out)))
