@@ -251,21 +251,8 @@ func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch 
 // deleteContact deletes the company's contact id if If-Match admits it. It returns errNotFound or
 // errPreconditionFailed.
 func (s *store) deleteContact(ctx context.Context, companyID, id int64, ifMatch string) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		var version int64
-		err := tx.QueryRowContext(ctx, `DELETE FROM contacts WHERE company_id = $1 AND id = $2 RETURNING version`,
-			companyID, id).Scan(&version)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("delete contact %d: %w", id, err)
-		}
-		if !ifMatchOK(ifMatch, version) {
-			return errPreconditionFailed // rolls the delete back
-		}
-		return nil
-	})
+	const q = `DELETE FROM contacts WHERE company_id = $1 AND id = $2 RETURNING version`
+	return s.deleteIfMatch(ctx, q, companyID, id, ifMatch)
 }
 
 // contactsResource binds contacts to the generic handlers.

@@ -347,6 +347,26 @@ func refErrors(ok []bool, fields, kinds []string) []fieldError {
 	return errs
 }
 
+// deleteIfMatch runs q, a DELETE of the company's object id RETURNING its version, in a transaction
+// that it rolls back unless If-Match admits that version. It returns errNotFound or
+// errPreconditionFailed.
+func (s *store) deleteIfMatch(ctx context.Context, q string, companyID, id int64, ifMatch string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var version int64
+		err := tx.QueryRowContext(ctx, q, companyID, id).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("delete %d: %w", id, err)
+		}
+		if !ifMatchOK(ifMatch, version) {
+			return errPreconditionFailed // rolls the delete back
+		}
+		return nil
+	})
+}
+
 // fieldFailure combines the field errors of a body with those of its reference check (a field already
 // at fault is not reported twice) into the error a store method returns: nil when there are none.
 func fieldFailure(errs, refErrs []fieldError, err error) error {
