@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -199,24 +198,50 @@ func (s *store) getBusiness(ctx context.Context, companyID, id int64) (business,
 	return v, err
 }
 
-// listBusiness returns a page of the company's business records, by id.
-func (s *store) listBusiness(ctx context.Context, companyID int64, p page, _ url.Values) ([]business, error) {
-	q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
-	vs, err := queryRows[business](ctx, s.db, p.limit, q, companyID, p.afterID, p.limit)
-	if err != nil {
-		return nil, fmt.Errorf("list business: %w", err)
-	}
-	return vs, nil
+// businessLists is what GET /v1/business and /v1/business/count take (API.md section 6).
+// schema/0003_lists.sql has an index for each sort and id filter.
+var businessLists = &listSpec{
+	sorts: []sortField{
+		{name: "createdAt", col: "created_at", kind: keyTime},
+		{name: "updatedAt", col: "updated_at", kind: keyTime},
+		{name: "title", col: "title", kind: keyText},
+		{name: "value", col: "value", kind: keyNumeric, nullable: true},
+		{name: "deadline", col: "deadline", kind: keyTime, nullable: true},
+		{name: "position", col: "position", kind: keyInt},
+	},
+	filters: []filter{
+		{name: "organizationId", col: "organization_id"},
+		{name: "stageId", col: "stage_id"},
+		{name: "boardId", col: "board_id"},
+		{name: "statusId", col: "status_id"},
+		{name: "userOwnerId", col: "user_owner_id"},
+		{name: "currencyId", col: "currency_id"},
+		{name: "private", col: "private", kind: filterBool},
+	},
+	ranges: true,
+	q:      "title",
 }
 
-// countBusiness returns how many business records the company has.
-func (s *store) countBusiness(ctx context.Context, companyID int64) (int64, error) {
-	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM business WHERE company_id = $1`, companyID).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count business: %w", err)
+// businessSortKey returns b's key in the sort of that name (list.go cursors carry it).
+func businessSortKey(b *business, sort string) (string, bool) {
+	switch sort {
+	case "createdAt":
+		return timeKey(b.CreatedAt), false
+	case "updatedAt":
+		return timeKey(b.UpdatedAt), false
+	case "title":
+		return b.Title, false
+	case "value":
+		return b.Value.String, !b.Value.Valid
+	case "deadline":
+		if !b.Deadline.Valid {
+			return "", true
+		}
+		return timeKey(b.Deadline.Time), false
+	case "position":
+		return strconv.FormatInt(b.Position, 10), false
 	}
-	return n, nil
+	return "", false
 }
 
 // checkBusinessRefs returns a field error for each reference of b that is not an object the company
@@ -361,8 +386,10 @@ func (s *store) deleteBusiness(ctx context.Context, companyID, id int64, ifMatch
 func businessResource(st *store) *resource[business] {
 	return &resource[business]{
 		path:       "/v1/business",
-		list:       st.listBusiness,
-		count:      st.countBusiness,
+		lists:      businessLists,
+		list:       listRows[business](st.db, `SELECT `+businessColumns+` FROM business WHERE company_id = $1`),
+		count:      countRows(st.db, `SELECT count(*) FROM business WHERE company_id = $1`),
+		sortKey:    businessSortKey,
 		get:        st.getBusiness,
 		create:     st.createBusiness,
 		update:     st.updateBusiness,

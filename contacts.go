@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 )
@@ -138,24 +137,43 @@ func (s *store) getContact(ctx context.Context, companyID, id int64) (contact, e
 	return v, err
 }
 
-// listContacts returns a page of the company's contacts, by id.
-func (s *store) listContacts(ctx context.Context, companyID int64, p page, _ url.Values) ([]contact, error) {
-	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`
-	vs, err := queryRows[contact](ctx, s.db, p.limit, q, companyID, p.afterID, p.limit)
-	if err != nil {
-		return nil, fmt.Errorf("list contacts: %w", err)
-	}
-	return vs, nil
+// contactLists is what GET /v1/contacts and /v1/contacts/count take (API.md section 6).
+// schema/0003_lists.sql has an index for each sort and id filter.
+var contactLists = &listSpec{
+	sorts: []sortField{
+		{name: "createdAt", col: "created_at", kind: keyTime},
+		{name: "updatedAt", col: "updated_at", kind: keyTime},
+		{name: "name", col: "name", kind: keyText},
+		{name: "surname", col: "surname", kind: keyText, nullable: true},
+	},
+	filters: []filter{
+		{name: "organizationId", col: "organization_id"},
+		{name: "assignedToId", col: "assigned_to_id"},
+		{name: "stageId", col: "stage_id"},
+		{name: "countryId", col: "country_id"},
+		{name: "userCreatorId", col: "user_creator_id"},
+		{name: "withSales", col: "with_sales", kind: filterBool},
+		{name: "email", col: "email", kind: filterEmail},
+	},
+	ranges: true,
+	// q: name, surname, e-mail or phone contains it. The fields are joined by a newline, which q
+	// cannot hold, so no match spans two fields.
+	q: `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,
 }
 
-// countContacts returns how many contacts the company has.
-func (s *store) countContacts(ctx context.Context, companyID int64) (int64, error) {
-	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM contacts WHERE company_id = $1`, companyID).Scan(&n)
-	if err != nil {
-		return 0, fmt.Errorf("count contacts: %w", err)
+// contactSortKey returns c's key in the sort of that name (list.go cursors carry it).
+func contactSortKey(c *contact, sort string) (string, bool) {
+	switch sort {
+	case "createdAt":
+		return timeKey(c.CreatedAt), false
+	case "updatedAt":
+		return timeKey(c.UpdatedAt), false
+	case "name":
+		return c.Name, false
+	case "surname":
+		return c.Surname.String, !c.Surname.Valid
 	}
-	return n, nil
+	return "", false
 }
 
 // checkContactRefs returns a field error for each reference of c that is not an object the company may
@@ -259,8 +277,10 @@ func (s *store) deleteContact(ctx context.Context, companyID, id int64, ifMatch 
 func contactsResource(st *store) *resource[contact] {
 	return &resource[contact]{
 		path:       "/v1/contacts",
-		list:       st.listContacts,
-		count:      st.countContacts,
+		lists:      contactLists,
+		list:       listRows[contact](st.db, `SELECT `+contactColumns+` FROM contacts WHERE company_id = $1`),
+		count:      countRows(st.db, `SELECT count(*) FROM contacts WHERE company_id = $1`),
+		sortKey:    contactSortKey,
 		get:        st.getContact,
 		create:     st.createContact,
 		update:     st.updateContact,

@@ -253,16 +253,23 @@ func initPGData(ctx context.Context, bins pgBinaries, dir, dataDir string, runAs
 	if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("postgres data dir: %w", err)
 	}
-	args := []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
-	if fast {
-		args = append(args, "--no-sync")
+	// Text sorts by code point (collation C); lower() and ILIKE know Unicode case (ctype C.UTF-8),
+	// where the system has that locale.
+	var err2 error
+	for _, ctype := range []string{"C.UTF-8", "C"} {
+		args := []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--lc-ctype=" + ctype}
+		if fast {
+			args = append(args, "--no-sync")
+		}
+		cmd := exec.CommandContext(ctx, bins.initdb, args...)
+		configurePGChild(cmd, dir, runAs)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		err2 = fmt.Errorf("initdb%s: %w: %s", runAs.describe(dir), err, out)
 	}
-	cmd := exec.CommandContext(ctx, bins.initdb, args...)
-	configurePGChild(cmd, dir, runAs)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("initdb%s: %w: %s", runAs.describe(dir), err, out)
-	}
-	return nil
+	return err2
 }
 
 // stopStalePG stops a server left running by a previous, killed run on the same data dir.

@@ -1,79 +1,428 @@
 package main
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
-// Lists: page size and cursors, shared by every list endpoint.
+// Lists (API.md section 6): limit, sort, filters and cursors, for every list and count endpoint.
+// A resource says what its lists allow in a listSpec. The SQL built here names only the spec's
+// columns; every value a client sends is a query parameter.
 
 const (
 	defaultLimit = 25
 	maxLimit     = 100
+	maxIDValues  = 100 // ids in one id filter: stageId=1,2,3
+	maxQRunes    = 100 // characters of q
 )
 
-// page is where a list page starts and how long it is.
-type page struct {
+// keyKind is the type of a sort key: how a cursor carries it and how SQL compares it.
+type keyKind int
+
+const (
+	keyInt     keyKind = iota // integer
+	keyTime                   // timestamptz; a cursor carries Unix microseconds
+	keyText                   // text, compared by code point (COLLATE "C")
+	keyNumeric                // numeric; a cursor carries its decimal text
+)
+
+// sortField is a field a list may be sorted by. Ties break on id, in the same direction.
+type sortField struct {
+	name     string // API name: "createdAt"
+	col      string // its column: "created_at"
+	kind     keyKind
+	nullable bool
+}
+
+// byID is the default order, and the only one of lists that take no sort parameter.
+var byID = sortField{name: "id", col: "id", kind: keyInt}
+
+// nullValue is what a nullable key's NULL is replaced with in its sort expression (any value does:
+// the "is null" flag before it keeps NULLs apart).
+var nullValue = map[keyKind]string{keyInt: "0", keyTime: "'-infinity'", keyText: "''", keyNumeric: "0"}
+
+// nullKey is nullValue as the text of a query argument.
+var nullKey = map[keyKind]string{keyInt: "0", keyTime: "-infinity", keyText: "", keyNumeric: "0"}
+
+// sqlType is the type a cursor's key is cast to (from text: every key is sent as text).
+var sqlType = map[keyKind]string{keyInt: "integer", keyTime: "timestamptz", keyText: "text", keyNumeric: "numeric"}
+
+// keys returns the ORDER BY expressions of f before the id tie-breaker. A nullable key is two
+// expressions, (is it null?, its value with NULL replaced), so that NULLs come last in both
+// directions and the next page is one row comparison that an index serves. schema/0003_lists.sql
+// indexes exactly these expressions.
+func (f *sortField) keys(desc bool) []string {
+	if f == &byID {
+		return nil
+	}
+	v := f.col
+	if f.nullable {
+		v = "coalesce(" + f.col + ", " + nullValue[f.kind] + ")"
+	}
+	if f.kind == keyText {
+		v += ` COLLATE "C"`
+	}
+	switch {
+	case !f.nullable:
+		return []string{v}
+	case desc:
+		return []string{"(" + f.col + " IS NOT NULL)", v}
+	default:
+		return []string{"(" + f.col + " IS NULL)", v}
+	}
+}
+
+// filterKind is how a filter parameter is read and matched.
+type filterKind int
+
+const (
+	filterIDs   filterKind = iota // comma-separated ids; the column is one of them
+	filterBool                    // true or false
+	filterEmail                   // equal, ignoring case
+)
+
+// filter is an equality filter of a list and its count.
+type filter struct {
+	name string // API name: "stageId"
+	col  string
+	kind filterKind
+}
+
+// listSpec is what one resource's lists allow.
+type listSpec struct {
+	sorts   []sortField // besides id; none: the list is by id only and takes no sort parameter
+	filters []filter
+	ranges  bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
+	q       string // the SQL text q searches; "": no q
+}
+
+var rangeOps = []struct{ name, op string }{{"gte", ">="}, {"gt", ">"}, {"lte", "<="}, {"lt", "<"}}
+var rangeFields = []struct{ name, col string }{{"createdAt", "created_at"}, {"updatedAt", "updated_at"}}
+
+// params returns the query parameters of the list (list) or of its count (!list).
+func (s *listSpec) params(list bool) []string {
+	ps := []string{"expand[]"}
+	if list {
+		ps = append(ps, "limit", "cursor")
+		if len(s.sorts) > 0 {
+			ps = append(ps, "sort")
+		}
+	}
+	for _, f := range s.filters {
+		ps = append(ps, f.name)
+	}
+	if s.ranges {
+		for _, f := range rangeFields {
+			for _, o := range rangeOps {
+				ps = append(ps, f.name+"["+o.name+"]")
+			}
+		}
+	}
+	if s.q != "" {
+		ps = append(ps, "q")
+	}
+	return ps
+}
+
+// listQuery is a parsed list or count request.
+type listQuery struct {
 	limit   int
-	afterID int64
+	sort    *sortField
+	desc    bool
+	conds   []string // SQL conditions on the spec's columns; their values are args ($2 on: $1 is the company)
+	args    []any
+	binding string // the sort and the filters, as sent: a cursor is valid only for the same
+	after   *cursorPos
 }
 
-// parsePage reads limit (1 to 100, default 25) and cursor (opaque; made by appendPagination).
-func parsePage(q url.Values) (page, *apiError) {
-	p := page{limit: defaultLimit}
-	if s, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(s[0])
-		if err != nil || n < 1 || n > maxLimit {
-			return p, badRequest("invalid_parameter", fmt.Sprintf("limit must be an integer from 1 to %d; got %q.", maxLimit, s[0]))
+// cursorPos is where a page starts: after the row with this id and sort key.
+type cursorPos struct {
+	id   int64
+	null bool   // the key is NULL
+	key  string // the key as text (see keyKind)
+}
+
+func badParam(name, message string) *apiError {
+	e := badRequest("invalid_parameter", fmt.Sprintf("Query parameter %s %s.", name, message))
+	e.Errors = []fieldError{{Field: name, Message: message}}
+	return e
+}
+
+// parse reads limit, sort and the filters of q (already checked by queryParams to hold only the
+// spec's parameters). The cursor is read by readCursor, which needs the signing key.
+func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
+	lq := &listQuery{limit: defaultLimit, sort: &byID}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > maxLimit || strconv.Itoa(n) != v[0] {
+			return nil, badParam("limit", fmt.Sprintf("must be an integer from 1 to %d", maxLimit))
 		}
-		p.limit = n
+		lq.limit = n
 	}
-	if s, ok := q["cursor"]; ok {
-		id, ok := decodeCursor(s[0])
+	var binding strings.Builder
+	if v, ok := q["sort"]; ok {
+		name, desc := strings.CutPrefix(v[0], "-")
+		lq.sort, lq.desc = nil, desc
+		for i := range s.sorts {
+			if s.sorts[i].name == name {
+				lq.sort = &s.sorts[i]
+			}
+		}
+		if name == "id" {
+			lq.sort = &byID
+		}
+		if lq.sort == nil {
+			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
+		}
+		binding.WriteString("sort=" + v[0] + "\n")
+	}
+	for _, f := range s.filters {
+		v, ok := q[f.name]
 		if !ok {
-			return p, badRequest("invalid_parameter", "cursor is not a cursor this server made; use pagination.nextCursor as it is.")
+			continue
 		}
-		p.afterID = id
+		if err := lq.addFilter(f, v[0]); err != nil {
+			return nil, err
+		}
+		binding.WriteString(f.name + "=" + v[0] + "\n")
 	}
-	return p, nil
+	if s.ranges {
+		for _, f := range rangeFields {
+			for _, o := range rangeOps {
+				name := f.name + "[" + o.name + "]"
+				v, ok := q[name]
+				if !ok {
+					continue
+				}
+				t, err := time.Parse(time.RFC3339Nano, v[0])
+				if err != nil || t.Year() < 1 || t.Year() > 9999 {
+					return nil, badParam(name, "must be an RFC 3339 timestamp, e.g. 2026-11-21T09:30:00Z")
+				}
+				lq.where(f.col+" "+o.op+" %s", t.UTC())
+				binding.WriteString(name + "=" + v[0] + "\n")
+			}
+		}
+	}
+	if v, ok := q["q"]; ok && s.q != "" {
+		text := v[0]
+		if text == "" || !utf8.ValidString(text) || utf8.RuneCountInString(text) > maxQRunes ||
+			strings.IndexFunc(text, unicode.IsControl) >= 0 {
+			return nil, badParam("q", fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
+		}
+		lq.where(s.q+" ILIKE %s", "%"+likeEscaper.Replace(text)+"%")
+		binding.WriteString("q=" + text + "\n")
+	}
+	lq.binding = binding.String()
+	return lq, nil
 }
 
-// A cursor is the base64url text "id:N": after the object with id N.
-func encodeCursor(afterID int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte("id:" + strconv.FormatInt(afterID, 10)))
+// likeEscaper makes a text match itself in a LIKE pattern (whose escape character is \).
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+func (s *listSpec) sortNames() string {
+	names := []string{"id"}
+	for _, f := range s.sorts {
+		names = append(names, f.name)
+	}
+	return strings.Join(names, ", ")
 }
 
-func decodeCursor(s string) (int64, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return 0, false
-	}
-	rest, ok := strings.CutPrefix(string(b), "id:")
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != rest {
-		return 0, false
-	}
-	return id, true
+// where adds a condition; %s in cond is the placeholder of arg.
+func (lq *listQuery) where(cond string, arg any) {
+	lq.args = append(lq.args, arg)
+	lq.conds = append(lq.conds, fmt.Sprintf(cond, "$"+strconv.Itoa(len(lq.args)+1)))
 }
 
-// appendPagination appends the "pagination" member of a list answer; lastID is the id of the page's
-// last object.
-func appendPagination(b []byte, limit int, hasMore bool, lastID int64) []byte {
+func (lq *listQuery) addFilter(f filter, v string) *apiError {
+	switch f.kind {
+	case filterBool:
+		b, err := strconv.ParseBool(v)
+		if err != nil || (v != "true" && v != "false") {
+			return badParam(f.name, "must be true or false")
+		}
+		lq.where(f.col+" = %s", b)
+	case filterEmail:
+		if v == "" || len(v) > 255 || !utf8.ValidString(v) {
+			return badParam(f.name, "must be an e-mail address of at most 255 characters")
+		}
+		lq.where("lower("+f.col+") = lower(%s)", v)
+	default:
+		parts := strings.Split(v, ",")
+		if len(parts) > maxIDValues {
+			return badParam(f.name, fmt.Sprintf("takes at most %d ids", maxIDValues))
+		}
+		ids := make([]int64, len(parts))
+		for i, p := range parts {
+			id, err := strconv.ParseInt(p, 10, 64)
+			if err != nil || id <= 0 || strconv.FormatInt(id, 10) != p {
+				return badParam(f.name, "must be a positive integer id, or several separated by commas")
+			}
+			ids[i] = id
+		}
+		lq.where(f.col+" = ANY(%s::bigint[])", ids)
+	}
+	return nil
+}
+
+// selectSQL returns the statement of a list page: base ("SELECT ... FROM t WHERE company_id = $1"),
+// the filters, the cursor's position, the order, and one row more than the page (it tells whether
+// there is a next page).
+func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
+	var b strings.Builder
+	args := append([]any{companyID}, lq.args...)
+	b.WriteString(base)
+	for _, c := range lq.conds {
+		b.WriteString(" AND " + c)
+	}
+	keys := append(lq.sort.keys(lq.desc), "id")
+	dir, cmp := "", " > "
+	if lq.desc {
+		dir, cmp = " DESC", " < "
+	}
+	if a := lq.after; a != nil {
+		vals := []string{}
+		if lq.sort != &byID {
+			if lq.sort.nullable {
+				args = append(args, a.null != lq.desc) // the key's "is null" flag, or "is not null" when descending
+				vals = append(vals, "$"+strconv.Itoa(len(args))+"::boolean")
+			}
+			args = append(args, a.arg(lq.sort.kind))
+			vals = append(vals, "$"+strconv.Itoa(len(args))+"::text::"+sqlType[lq.sort.kind])
+		}
+		args = append(args, a.id)
+		vals = append(vals, "$"+strconv.Itoa(len(args))+"::bigint")
+		b.WriteString(" AND (" + strings.Join(keys, ", ") + ")" + cmp + "(" + strings.Join(vals, ", ") + ")")
+	}
+	b.WriteString(" ORDER BY " + strings.Join(keys, dir+", ") + dir)
+	args = append(args, lq.limit+1)
+	b.WriteString(" LIMIT $" + strconv.Itoa(len(args)))
+	return b.String(), args
+}
+
+// countSQL returns the statement that counts what the list would walk: base ("SELECT count(*) FROM t
+// WHERE company_id = $1") and the filters.
+func (lq *listQuery) countSQL(base string, companyID int64) (string, []any) {
+	q := base
+	for _, c := range lq.conds {
+		q += " AND " + c
+	}
+	return q, append([]any{companyID}, lq.args...)
+}
+
+// arg is the cursor's key as the text of a query argument: for a NULL, what the sort expression
+// has in its place.
+func (a *cursorPos) arg(kind keyKind) string {
+	switch {
+	case a.null:
+		return nullKey[kind]
+	case kind == keyTime:
+		n, _ := strconv.ParseInt(a.key, 10, 64)
+		return time.UnixMicro(n).UTC().Format(time.RFC3339Nano)
+	}
+	return a.key
+}
+
+// A cursor is base64url(uvarint id, a byte that says whether the key is NULL, the key as text, and
+// the first 16 bytes of an HMAC-SHA256). The HMAC, with the server key of schema/0003_lists.sql,
+// covers the cursor and what it is valid for: the resource, the company, the sort and the filters.
+// A cursor is therefore opaque but not secret: it carries one object's id and sort key.
+const cursorMACSize = 16
+
+func cursorMAC(key []byte, scope, binding string, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("rolodex cursor v1\n" + scope + "\n" + binding + "\n"))
+	m.Write(payload)
+	return m.Sum(nil)[:cursorMACSize]
+}
+
+// cursor returns the cursor of the page after the row (id, key); scope names the resource and the
+// company.
+func (lq *listQuery) cursor(key []byte, scope string, id int64, sortKey string, null bool) string {
+	payload := binary.AppendUvarint(make([]byte, 0, 16+len(sortKey)+cursorMACSize), uint64(id))
+	flag := byte(0)
+	if null {
+		flag = 1
+	}
+	payload = append(append(payload, flag), sortKey...)
+	payload = append(payload, cursorMAC(key, scope, lq.binding, payload)...)
+	return base64.RawURLEncoding.EncodeToString(payload)
+}
+
+// readCursor sets where the page starts from a cursor that lq's cursor made for the same scope, sort
+// and filters. Anything else is 400.
+func (lq *listQuery) readCursor(s string, key []byte, scope string) *apiError {
+	bad := badParam("cursor", "is not a cursor of this list; pass pagination.nextCursor unchanged, with the same sort and filters")
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) < 2+cursorMACSize {
+		return bad
+	}
+	payload, mac := b[:len(b)-cursorMACSize], b[len(b)-cursorMACSize:]
+	if !hmac.Equal(mac, cursorMAC(key, scope, lq.binding, payload)) {
+		return bad
+	}
+	// Signed by this server for this list, and still every part is checked.
+	id, n := binary.Uvarint(payload)
+	if n <= 0 || id == 0 || id > 1<<63-1 || n >= len(payload) {
+		return bad
+	}
+	pos := &cursorPos{id: int64(id), null: payload[n] == 1, key: string(payload[n+1:])}
+	if payload[n] > 1 || !lq.sort.validKey(pos) {
+		return bad
+	}
+	lq.after = pos
+	return nil
+}
+
+// validKey reports whether pos holds a key of the sort's kind.
+func (f *sortField) validKey(pos *cursorPos) bool {
+	switch {
+	case f == &byID || pos.null:
+		return pos.key == "" && (!pos.null || f.nullable)
+	case f.kind == keyText:
+		return utf8.ValidString(pos.key)
+	case f.kind == keyNumeric:
+		return isDecimal(pos.key)
+	case f.kind == keyTime:
+		n, err := strconv.ParseInt(pos.key, 10, 64)
+		return err == nil && strconv.FormatInt(n, 10) == pos.key
+	}
+	n, err := strconv.ParseInt(pos.key, 10, 32)
+	return err == nil && strconv.FormatInt(n, 10) == pos.key
+}
+
+// isDecimal reports whether s is digits with at most one decimal point between digits, as
+// PostgreSQL writes a numeric.
+func isDecimal(s string) bool {
+	intPart, frac, hasPoint := strings.Cut(s, ".")
+	digits := func(t string) bool {
+		return t != "" && len(t) <= 20 && strings.Trim(t, "0123456789") == ""
+	}
+	return digits(intPart) && (!hasPoint || digits(frac))
+}
+
+// timeKey is a time as a cursor carries it.
+func timeKey(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
+
+// appendPagination appends the "pagination" member of a list answer; next is "" on the last page.
+func appendPagination(b []byte, limit int, next string) []byte {
 	b = append(b, `"pagination":{"limit":`...)
 	b = strconv.AppendInt(b, int64(limit), 10)
 	b = append(b, `,"hasMore":`...)
-	b = strconv.AppendBool(b, hasMore)
+	b = strconv.AppendBool(b, next != "")
 	b = append(b, `,"nextCursor":`...)
-	if !hasMore {
+	if next == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, encodeCursor(lastID))
+		b = appendString(b, next)
 	}
 	return append(b, '}')
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 )
@@ -206,13 +205,12 @@ func encodeInto[T any, PT scanner[T]](ctx context.Context, s *store, out map[int
 	return err
 }
 
-// refResource binds a reference type to the generic list and retrieve handlers. listQ selects a page
-// ($1 company, $2 last id, $3 limit); getQ one object ($1 company, $2 id); either may be empty.
+// refResource binds a reference type to the generic list and retrieve handlers. listQ selects the
+// rows of a list ($1 the company; list.go adds the order and the page), getQ one object ($1 company,
+// $2 id), when it has a retrieve endpoint.
 func refResource[T any, PT scanner[T]](st *store, path, listQ, getQ string, enc func([]byte, *T) []byte, id func(*T) int64) *resource[T] {
-	res := &resource[T]{st: st, path: path, encode: enc, id: id}
-	res.list = func(ctx context.Context, companyID int64, p page, _ url.Values) ([]T, error) {
-		return queryRows[T, PT](ctx, st.db, p.limit, listQ, companyID, p.afterID, p.limit)
-	}
+	res := &resource[T]{st: st, path: path, encode: enc, id: id, lists: &listSpec{}}
+	res.list = listRows[T, PT](st.db, listQ)
 	if getQ != "" {
 		res.get = func(ctx context.Context, companyID, id int64) (T, error) {
 			return queryOne[T, PT](ctx, st.db, getQ, companyID, id)
@@ -223,14 +221,14 @@ func refResource[T any, PT scanner[T]](st *store, path, listQ, getQ string, enc 
 
 func usersResource(st *store) *resource[user] {
 	return refResource(st, "/v1/users",
-		`SELECT `+userColumns+` FROM users WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		`SELECT `+userColumns+` FROM users WHERE company_id = $1`,
 		`SELECT `+userColumns+` FROM users WHERE company_id = $1 AND id = $2`,
 		appendUser, func(u *user) int64 { return u.ID })
 }
 
 func organizationsResource(st *store) *resource[organization] {
 	res := refResource(st, "/v1/organizations",
-		`SELECT `+organizationColumns+` FROM organizations WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		`SELECT `+organizationColumns+` FROM organizations WHERE company_id = $1`,
 		`SELECT `+organizationColumns+` FROM organizations WHERE company_id = $1 AND id = $2`,
 		appendOrganization, func(o *organization) int64 { return o.ID })
 	res.create = st.createOrganization
@@ -257,29 +255,17 @@ func (s *store) createOrganization(ctx context.Context, t tenant, members []memb
 }
 
 func stagesResource(st *store) *resource[stage] {
-	res := refResource(st, "/v1/stages", "",
+	res := refResource(st, "/v1/stages",
+		`SELECT `+stageColumns+` FROM stages WHERE company_id = $1`,
 		`SELECT `+stageColumns+` FROM stages WHERE company_id = $1 AND id = $2`,
 		appendStage, func(s *stage) int64 { return s.ID })
-	res.params = []string{"boardId"}
-	res.list = func(ctx context.Context, companyID int64, p page, q url.Values) ([]stage, error) {
-		var boardID int64
-		if v, ok := q["boardId"]; ok {
-			n, err := strconv.ParseInt(v[0], 10, 64)
-			if err != nil || n <= 0 {
-				return nil, badRequest("invalid_parameter", fmt.Sprintf("boardId must be a positive integer id; got %q.", v[0]))
-			}
-			boardID = n
-		}
-		const sqlList = `SELECT ` + stageColumns + ` FROM stages
-			WHERE company_id = $1 AND id > $2 AND ($4::bigint = 0 OR board_id = $4::bigint) ORDER BY id LIMIT $3`
-		return queryRows[stage](ctx, st.db, p.limit, sqlList, companyID, p.afterID, p.limit, boardID)
-	}
+	res.lists = &listSpec{filters: []filter{{name: "boardId", col: "board_id"}}}
 	return res
 }
 
 func boardsResource(st *store) *resource[board] {
 	return refResource(st, "/v1/boards",
-		`SELECT `+boardColumns+` FROM boards WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		`SELECT `+boardColumns+` FROM boards WHERE company_id = $1`,
 		`SELECT `+boardColumns+` FROM boards WHERE company_id = $1 AND id = $2`,
 		appendBoard, func(b *board) int64 { return b.ID })
 }
@@ -288,18 +274,18 @@ func boardsResource(st *store) *resource[board] {
 
 func statusesResource(st *store) *resource[refData] {
 	return refResource(st, "/v1/statuses",
-		`SELECT `+statusColumns+` FROM statuses WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
+		`SELECT `+statusColumns+` FROM statuses WHERE $1::bigint > 0`, "",
 		appendStatus, func(r *refData) int64 { return r.ID })
 }
 
 func currenciesResource(st *store) *resource[currency] {
 	return refResource(st, "/v1/currencies",
-		`SELECT `+currencyColumns+` FROM currencies WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
+		`SELECT `+currencyColumns+` FROM currencies WHERE $1::bigint > 0`, "",
 		appendCurrency, func(c *currency) int64 { return c.ID })
 }
 
 func countriesResource(st *store) *resource[country] {
 	return refResource(st, "/v1/countries",
-		`SELECT `+countryColumns+` FROM countries WHERE $1::bigint > 0 AND id > $2::bigint ORDER BY id LIMIT $3`, "",
+		`SELECT `+countryColumns+` FROM countries WHERE $1::bigint > 0`, "",
 		appendCountry, func(c *country) int64 { return c.ID })
 }

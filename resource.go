@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 )
 
@@ -13,12 +13,12 @@ import (
 // handlers below: its store methods, its encoder, its expansions, and how to read an object's id and
 // version. A nil method is an endpoint the resource does not have.
 type resource[T any] struct {
-	st     *store
-	path   string   // "/v1/contacts"
-	params []string // list query parameters besides limit, cursor and expand[]
+	st    *store
+	path  string    // "/v1/contacts"
+	lists *listSpec // what its list and count take: sorts, filters
 
-	list   func(ctx context.Context, companyID int64, p page, q url.Values) ([]T, error)
-	count  func(ctx context.Context, companyID int64) (int64, error)
+	list   func(ctx context.Context, companyID int64, lq *listQuery) ([]T, error) // limit+1 rows
+	count  func(ctx context.Context, companyID int64, lq *listQuery) (int64, error)
 	get    func(ctx context.Context, companyID, id int64) (T, error)
 	create func(ctx context.Context, t tenant, members []member) (T, error)
 	update func(ctx context.Context, companyID, id int64, ifMatch string, members []member) (T, error)
@@ -26,21 +26,41 @@ type resource[T any] struct {
 
 	encode     func(b []byte, v *T) []byte
 	id         func(v *T) int64
-	version    func(v *T) int64 // nil: no ETag
+	version    func(v *T) int64                                // nil: no ETag
+	sortKey    func(v *T, sort string) (key string, null bool) // nil: sorted by id only
 	expansions []expansion
 	ref        func(v *T, name string) sql.NullInt64 // the id an expansion points at
+}
+
+// listRows and countRows make a resource's list and count from its statements: selectSQL
+// ("SELECT <columns> FROM t WHERE company_id = $1") and countSQL ("SELECT count(*) FROM t WHERE
+// company_id = $1"), to which the list's filters, cursor and order are added.
+func listRows[T any, PT scanner[T]](db querier, selectSQL string) func(context.Context, int64, *listQuery) ([]T, error) {
+	return func(ctx context.Context, companyID int64, lq *listQuery) ([]T, error) {
+		q, args := lq.selectSQL(selectSQL, companyID)
+		return queryRows[T, PT](ctx, db, lq.limit+1, q, args...)
+	}
+}
+
+func countRows(db querier, countSQL string) func(context.Context, int64, *listQuery) (int64, error) {
+	return func(ctx context.Context, companyID int64, lq *listQuery) (int64, error) {
+		var n int64
+		q, args := lq.countSQL(countSQL, companyID)
+		err := db.QueryRowContext(ctx, q, args...).Scan(&n)
+		return n, err
+	}
 }
 
 // respond writes objs (one object, or a list page when page is not nil) with the expansions exps,
 // loading the related objects first: one query per kind of related object.
 func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, status int,
-	exps []expansion, objs []T, pg *page, more bool) {
+	exps []expansion, objs []T, lq *listQuery, next string) {
 	rel, err := loadRelated(r.Context(), res.st, tenantOf(r).companyID, exps, objs, res.ref)
 	if err != nil {
 		writeError(w, r, log, err)
 		return
 	}
-	if pg == nil {
+	if lq == nil {
 		v := &objs[0]
 		if res.version != nil {
 			w.Header().Set("ETag", etag(res.version(v)))
@@ -50,29 +70,27 @@ func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slo
 	}
 	b := make([]byte, 0, 600*len(objs)+128)
 	b = append(b, `{"data":[`...)
-	var last int64
 	for i := range objs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendExpanded(b, res, &objs[i], exps, rel)
-		last = res.id(&objs[i])
 	}
 	b = append(b, "],"...)
-	b = appendPagination(b, pg.limit, more, last)
+	b = appendPagination(b, lq.limit, next)
 	writeJSON(w, status, append(b, "}\n"...))
 }
 
 // handleList answers GET /v1/{resource}: {"data": [...], "pagination": {...}}.
 func handleList[T any](res *resource[T], log *slog.Logger) http.Handler {
-	allowed := append([]string{"limit", "cursor", "expand[]"}, res.params...)
+	allowed := res.lists.params(true)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		q, aerr := queryParams(r, allowed...)
-		var p page
+		var lq *listQuery
 		var exps []expansion
 		if aerr == nil {
-			p, aerr = parsePage(q)
+			lq, aerr = res.lists.parse(q)
 		}
 		if aerr == nil {
 			exps, aerr = parseExpand(q, res.expansions)
@@ -81,30 +99,59 @@ func handleList[T any](res *resource[T], log *slog.Logger) http.Handler {
 			writeProblem(w, r, aerr)
 			return
 		}
-		p.limit++ // one more than asked tells whether there is a next page
-		vs, err := res.list(r.Context(), t.companyID, p, q)
+		key, err := res.st.listCursorKey(r.Context())
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		p.limit--
-		more := len(vs) > p.limit
-		res.respond(w, r, log, http.StatusOK, exps, vs[:min(len(vs), p.limit)], &p, more)
+		scope := res.path + "\n" + strconv.FormatInt(t.companyID, 10) // a cursor is good for this list of this company
+		if c, ok := q["cursor"]; ok {
+			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+		}
+		vs, err := res.list(r.Context(), t.companyID, lq)
+		if err != nil {
+			writeError(w, r, log, fmt.Errorf("list %s: %w", res.path, err))
+			return
+		}
+		next := ""
+		if len(vs) > lq.limit {
+			vs = vs[:lq.limit]
+			last := &vs[len(vs)-1]
+			var sortKey string
+			var null bool
+			if lq.sort != &byID {
+				sortKey, null = res.sortKey(last, lq.sort.name)
+			}
+			next = lq.cursor(key, scope, res.id(last), sortKey, null)
+		}
+		res.respond(w, r, log, http.StatusOK, exps, vs, lq, next)
 	})
 }
 
-// handleCount answers GET /v1/{resource}/count: {"count": n}.
+// handleCount answers GET /v1/{resource}/count: {"count": n}, for the same filters as the list.
 func handleCount[T any](res *resource[T], log *slog.Logger) http.Handler {
+	allowed := res.lists.params(false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		// expand[] is accepted on every request; a count has nothing to expand.
-		if _, _, aerr := objectRequest(r, false, res.expansions); aerr != nil {
+		q, aerr := queryParams(r, allowed...)
+		var lq *listQuery
+		if aerr == nil {
+			lq, aerr = res.lists.parse(q)
+		}
+		if aerr == nil {
+			// expand[] is accepted on every request; a count has nothing to expand.
+			_, aerr = parseExpand(q, res.expansions)
+		}
+		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		n, err := res.count(r.Context(), t.companyID)
+		n, err := res.count(r.Context(), t.companyID, lq)
 		if err != nil {
-			writeError(w, r, log, err)
+			writeError(w, r, log, fmt.Errorf("count %s: %w", res.path, err))
 			return
 		}
 		writeJSON(w, http.StatusOK, appendCount(nil, n))
@@ -143,7 +190,7 @@ func handleGet[T any](res *resource[T], log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, false)
+		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, "")
 	})
 }
 
@@ -166,7 +213,7 @@ func handleCreate[T any](res *resource[T], log *slog.Logger) http.Handler {
 			return
 		}
 		w.Header().Set("Location", res.path+"/"+strconv.FormatInt(res.id(&v), 10))
-		res.respond(w, r, log, http.StatusCreated, exps, []T{v}, nil, false)
+		res.respond(w, r, log, http.StatusCreated, exps, []T{v}, nil, "")
 	})
 }
 
@@ -188,7 +235,7 @@ func handleUpdate[T any](res *resource[T], log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, false)
+		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, "")
 	})
 }
 

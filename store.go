@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,7 +26,8 @@ var schemaFS embed.FS
 
 // store is the database: every query of the service runs through its methods.
 type store struct {
-	db *sql.DB
+	db        *sql.DB
+	cursorKey atomic.Pointer[[]byte] // signs list cursors; see listCursorKey
 }
 
 // dbConfig is how the pool is opened.
@@ -54,6 +56,21 @@ func openStore(cfg dbConfig) (*store, error) {
 	db.SetMaxIdleConns(cfg.maxConns)
 	db.SetConnMaxIdleTime(10 * time.Minute)
 	return &store{db: db}, nil
+}
+
+// listCursorKey returns the key that signs list cursors (schema/0003_lists.sql), read once: every
+// server on the database shares it, so a cursor from one is good on another and after a restart.
+func (s *store) listCursorKey(ctx context.Context) ([]byte, error) {
+	if k := s.cursorKey.Load(); k != nil {
+		return *k, nil
+	}
+	var k []byte
+	err := s.db.QueryRowContext(ctx, `SELECT value FROM server_secrets WHERE name = 'cursor'`).Scan(&k)
+	if err != nil {
+		return nil, fmt.Errorf("read the cursor key: %w", err)
+	}
+	s.cursorKey.Store(&k)
+	return k, nil
 }
 
 // Close closes the pool.
