@@ -140,7 +140,7 @@ type listQuery struct {
 	desc    bool
 	conds   []string // SQL conditions on the spec's columns; their values are args ($2 on: $1 is the company)
 	args    []any
-	binding string // the sort and the filters, as sent: a cursor is valid only for the same
+	binding string // the sort and the filters as sent, quoted: a cursor is valid only for the same
 	after   *cursorPos
 }
 
@@ -183,7 +183,7 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		if lq.sort == nil {
 			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
 		}
-		binding.WriteString("sort=" + v[0] + "\n")
+		binding.WriteString("sort=" + strconv.Quote(v[0]) + "\n")
 	}
 	for _, f := range s.filters {
 		v, ok := q[f.name]
@@ -193,7 +193,7 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		if err := lq.addFilter(f, v[0]); err != nil {
 			return nil, err
 		}
-		binding.WriteString(f.name + "=" + v[0] + "\n")
+		binding.WriteString(f.name + "=" + strconv.Quote(v[0]) + "\n")
 	}
 	if s.ranges {
 		for _, f := range rangeFields {
@@ -208,7 +208,7 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 					return nil, badParam(name, "must be an RFC 3339 timestamp, e.g. 2026-11-21T09:30:00Z")
 				}
 				lq.where(f.col+" "+o.op+" %s", t.UTC())
-				binding.WriteString(name + "=" + v[0] + "\n")
+				binding.WriteString(name + "=" + strconv.Quote(v[0]) + "\n")
 			}
 		}
 	}
@@ -219,7 +219,7 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 			return nil, badParam("q", fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
 		}
 		lq.where(s.q+" ILIKE %s", "%"+likeEscaper.Replace(text)+"%")
-		binding.WriteString("q=" + text + "\n")
+		binding.WriteString("q=" + strconv.Quote(text) + "\n")
 	}
 	lq.binding = binding.String()
 	return lq, nil
