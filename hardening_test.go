@@ -33,7 +33,9 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	log := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return all[k] }, io.Discard, log) }()
+	go func() {
+		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return all[k] }, io.Discard, log)
+	}()
 	base := "http://" + addr
 	if err := waitHealthy(base, done); err != nil {
 		cancel()
