@@ -19,8 +19,8 @@ import (
 )
 
 // startServer runs `rolodex serve` through run() on a free port with env (DATABASE_URL defaults to
-// the suite's database) and returns its base URL and log; the server stops when the test ends.
-func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
+// the suite's database), logging to log, and returns its base URL; the server stops when the test ends.
+func startServer(t *testing.T, env map[string]string, log io.Writer) string {
 	t.Helper()
 	addr, err := freeAddr()
 	if err != nil {
@@ -30,7 +30,6 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	for k, v := range env {
 		all[k] = v
 	}
-	log := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -39,7 +38,7 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	base := "http://" + addr
 	if err := waitHealthy(base, done); err != nil {
 		cancel()
-		t.Fatalf("server did not start: %v\n%s", err, log.String())
+		t.Fatalf("server did not start: %v", err)
 	}
 	t.Cleanup(func() {
 		cancel()
@@ -47,13 +46,17 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 			t.Errorf("server: %v", err)
 		}
 	})
-	return base, log
+	return base
 }
 
 // callAt is call against the server at base, through client (nil: http.DefaultClient).
 func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +67,10 @@ func callAt(t *testing.T, client *http.Client, base, method, path, key, body str
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	if client == nil {

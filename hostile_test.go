@@ -181,7 +181,8 @@ func hostileCases(contactID, businessID, orgID string) []hostileCase {
 
 func TestHostileInputIs4xxAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	base, serverLog := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "0"})
+	serverLog := &syncBuffer{}
+	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "0"}, serverLog)
 	c, other := newTestCompany(t), newTestCompany(t)
 	contact, _ := mustCreateContact(t, c, `{"name":"Victim","email":"victim@example.com"}`)
 	biz := callAt(t, nil, base, "POST", "/v1/business", c.key, `{"title":"Victim deal","value":10}`)
