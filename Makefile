@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test build vet postgres
+.PHONY: run test build vet postgres fuzz faults soak
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -16,6 +16,24 @@ run: build postgres
 test: postgres
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 ./...
+
+FUZZTIME  ?= 30s
+SOAK_TIME ?= 60s
+
+## fuzz: each fuzz target (every func Fuzz* in the tests) for FUZZTIME, one worker each.
+fuzz: postgres
+	@for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' *_test.go | cut -c6-); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -count=1 -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -parallel 1 . || exit 1; \
+	done
+
+## faults: a write load while the test's own PostgreSQL is stopped and restarted (about 30 s, loopback).
+faults: postgres
+	ROLODEX_FAULTS=1 $(GO) test -count=1 -run '^TestFaults' -v .
+
+## soak: a steady mixed load for SOAK_TIME; reports requests, non-2xx, goroutines and RSS.
+soak: postgres
+	ROLODEX_SOAK=$(SOAK_TIME) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 30m .
 
 ## build: the static binary ./rolodex.
 build:

@@ -26,37 +26,7 @@ type response struct {
 // body gets Content-Type: application/json unless hdr sets one. hdr is "Name", "value" pairs.
 func call(t *testing.T, method, path, key, body string, hdr ...string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, testEnv.baseURL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("x-api-key", key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-			continue
-		}
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return callAt(t, nil, testEnv.baseURL, method, path, key, body, hdr...)
 }
 
 // problemBody is the RFC 9457 error body.

@@ -168,15 +168,23 @@ var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthor
 	Detail: "A valid API key is required in the x-api-key header."}
 
 // withAuth maps the x-api-key header to a tenant for every keyed path. Missing, unknown and revoked
-// keys all get the same 401.
-func withAuth(a *authenticator, log *slog.Logger, next http.Handler) http.Handler {
+// keys all get the same 401, and count as failures of the client's address: an address over the
+// failure limit gets 429 before its key is even looked up.
+func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !needsKey(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		t, err := a.resolve(r.Context(), r.Header.Get("x-api-key"))
+		addr := clientAddr(r)
+		if wait := fails.blocked(addr); wait > 0 {
+			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
+			return
+		}
+		key := r.Header.Get("x-api-key")
+		t, err := a.resolve(r.Context(), key)
 		if errors.Is(err, errNotFound) {
+			fails.fail(addr)
 			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
 			writeProblem(w, r, errUnauthorized)
 			return
@@ -186,7 +194,7 @@ func withAuth(a *authenticator, log *slog.Logger, next http.Handler) http.Handle
 			return
 		}
 		ri := requestInfo(r.Context())
-		ri.companyID, ri.userID = t.companyID, t.userID
+		ri.companyID, ri.userID, ri.keyPrefix = t.companyID, t.userID, key[:min(len(key), keyPrefixLen)]
 		next.ServeHTTP(w, r)
 	})
 }

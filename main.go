@@ -169,6 +169,14 @@ func openDB(cfg *dbConfig) (*store, error) {
 type serveConfig struct {
 	addr            string
 	shutdownTimeout time.Duration
+	limits          limits
+}
+
+// limits are what newHandler holds each request to.
+type limits struct {
+	rate           int           // requests a second per API key, in bursts of twice that; 0: unlimited
+	authFailures   int           // failed authentications a minute per client address; 0: unlimited
+	requestTimeout time.Duration // bound on a request's database work; 0: none
 }
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -177,12 +185,27 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	rate, err := envInt(getenv, "ROLODEX_RATE_LIMIT", defaultRateLimit)
+	if err != nil {
+		return err
+	}
+	fails, err := envInt(getenv, "ROLODEX_AUTH_FAILURE_LIMIT", defaultAuthFailureLimit)
+	if err != nil {
+		return err
+	}
 	var sc serveConfig
 	fs.StringVar(&sc.addr, "addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
 	fs.DurationVar(&sc.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
+	fs.IntVar(&sc.limits.rate, "rate-limit", rate, "requests a second per API key, in bursts of twice that; 0: off (env ROLODEX_RATE_LIMIT)")
+	fs.IntVar(&sc.limits.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	if sc.limits.rate < 0 || sc.limits.authFailures < 0 {
+		return fmt.Errorf("-rate-limit and -auth-failure-limit must be 0 or more: %w", errUsage)
+	}
+	// A request's queries together get as long as one statement may take.
+	sc.limits.requestTimeout = dbc.statementTimeout
 	st, err := openDB(dbc)
 	if err != nil {
 		return err
@@ -207,13 +230,14 @@ func serve(ctx context.Context, st *store, sc serveConfig, log *slog.Logger, rea
 		return err
 	}
 	srv := &http.Server{
-		Handler:           newHandler(st, log),
+		Handler:           newHandlerWith(st, log, sc.limits),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Go's default: room for a long query string to reach withQueryLimit and get a problem body.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -262,12 +286,26 @@ func waitAndMigrate(ctx context.Context, st *store, log *slog.Logger) error {
 	}
 }
 
-// newHandler is the whole HTTP stack: the routes inside the middleware, composed here and only here.
+// defaultLimits are the limits of `rolodex serve` without flags (its request deadline aside).
+var defaultLimits = limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit}
+
+// newHandler is newHandlerWith the default limits.
 func newHandler(st *store, log *slog.Logger) http.Handler {
+	return newHandlerWith(st, log, defaultLimits)
+}
+
+// newHandlerWith is the whole HTTP stack: the routes inside the middleware, composed here and only
+// here. Outermost first: request id, access log and recovery; gzip; the query-string bound; the
+// request deadline; authentication (with its failure limit); the per-key rate limit; the routes.
+func newHandlerWith(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, st, log)
 	var h http.Handler = withPattern(mux)
-	h = withAuth(newAuthenticator(st), log, h)
+	h = withRateLimit(newRateLimiter(lim.rate), h)
+	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), log, h)
+	h = withDeadline(lim.requestTimeout, h)
+	h = withQueryLimit(h)
+	h = withGzip(h)
 	h = withRequestLog(log, newRequestIDs(), h)
 	return h
 }
@@ -527,7 +565,10 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	log := newLogger(stderr)
-	return serve(ctx, st, serveConfig{addr: *addr, shutdownTimeout: 5 * time.Second}, log, func(a string) {
+	lim := defaultLimits
+	lim.requestTimeout = 10 * time.Second // the statement timeout below
+	sc := serveConfig{addr: *addr, shutdownTimeout: 5 * time.Second, limits: lim}
+	return serve(ctx, st, sc, log, func(a string) {
 		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
 		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
 		fmt.Fprintf(stdout, "API key: %s\n", demo.APIKey)

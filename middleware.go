@@ -21,6 +21,7 @@ type reqInfo struct {
 	pattern   string
 	companyID int64
 	userID    int64
+	keyPrefix string // the API key's display prefix, which names it for rate limiting
 }
 
 type reqInfoKey struct{}
@@ -91,7 +92,7 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the
-// client's when sane), turns a panic into a logged 500 problem, and writes one access-log line
+// client's when sane), marks every answer nosniff and no-store (API answers are not for caches), turns a panic into a logged 500 problem, and writes one access-log line
 // with method, route pattern, status, duration and company id (never the API key).
 func withRequestLog(log *slog.Logger, ids *requestIDs, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +101,10 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, next http.Handler) http.H
 		if !saneRequestID(ri.id) {
 			ri.id = ids.next()
 		}
-		w.Header().Set("X-Request-Id", ri.id)
+		h := w.Header()
+		h.Set("X-Request-Id", ri.id)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
 		rec := &statusRecorder{ResponseWriter: w}
 
@@ -133,5 +137,34 @@ func withPattern(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { requestInfo(r.Context()).pattern = r.Pattern }() // also when the handler panics
 		mux.ServeHTTP(w, r)
+	})
+}
+
+// maxQueryBytes bounds the query string. The longest one a client can mean (every filter with 100
+// ids, a cursor, expand[]) fits well within it; a longer one is a 400 before any work is done.
+const maxQueryBytes = 16 << 10
+
+// withQueryLimit answers 400 to a query string longer than maxQueryBytes.
+func withQueryLimit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.RawQuery) > maxQueryBytes {
+			writeProblem(w, r, badRequest("invalid_parameter",
+				fmt.Sprintf("The query string is longer than %d bytes.", maxQueryBytes)))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withDeadline bounds each request's database work to d (0: no bound): every query runs under the
+// request's context, so a database that does not answer in time makes a 503, not a held request.
+func withDeadline(d time.Duration, next http.Handler) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

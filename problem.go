@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -84,7 +85,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found",
 			Detail: "No such object."})
 	case r.Context().Err() != nil:
-		// The client went away or the request deadline passed; nobody may be listening.
+		// The request deadline passed (the database is slow or away), or the client went away and
+		// nobody is listening: neither is a bug, so no 500 and no error log.
+		if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+			log.Warn("request deadline passed", "requestId", requestInfo(r.Context()).id, "route", r.Pattern, "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
 		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "timeout",
 			Detail: "The request did not complete in time. Retry later."})
 	case isDBUnavailable(err):

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Rate limits: a token bucket per API key, reported in the RateLimit-Policy and RateLimit headers of
+// draft-ietf-httpapi-ratelimit-headers-11 (structured fields), and a cap on failed authentications
+// per client address so that keys cannot be guessed at speed.
+
+const (
+	defaultRateLimit        = 100 // requests per second per API key
+	defaultAuthFailureLimit = 30  // failed authentications per minute per client address
+)
+
+// limitKey names one API key: its company and its display prefix (unique among all keys).
+type limitKey struct {
+	companyID int64
+	prefix    string
+}
+
+// bucket is one key's token bucket as of last.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// rateLimiter is a token bucket per API key: rate tokens a second, holding at most burst (2 × rate).
+// A bucket that has refilled is the same as a new one, so idle buckets are dropped and memory stays
+// bounded by the keys active in the last few seconds.
+type rateLimiter struct {
+	rate, burst float64
+	policy      string // the RateLimit-Policy header value
+	now         func() time.Time
+
+	mu        sync.Mutex
+	buckets   map[limitKey]*bucket
+	lastSweep time.Time
+}
+
+// newRateLimiter limits each key to perSecond requests a second in bursts of 2×perSecond; 0 means no
+// limit (nil).
+func newRateLimiter(perSecond int) *rateLimiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	burst := 2 * perSecond
+	return &rateLimiter{
+		rate: float64(perSecond), burst: float64(burst), now: time.Now,
+		buckets: make(map[limitKey]*bucket),
+		// The bucket holds q requests and refills from empty in w seconds.
+		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond),
+	}
+}
+
+// take spends one token of k's bucket. It reports whether there was one, the whole tokens left, how
+// long until the bucket is full again, and (when refused) how long until the next token.
+func (l *rateLimiter) take(k limitKey) (ok bool, left int, full, wait time.Duration) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	b := l.buckets[k]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[k] = b
+	}
+	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		ok = true
+	} else {
+		wait = l.seconds(1 - b.tokens)
+	}
+	return ok, int(b.tokens), l.seconds(l.burst - b.tokens), wait
+}
+
+// seconds is how long the bucket takes to gain n tokens.
+func (l *rateLimiter) seconds(n float64) time.Duration {
+	return time.Duration(n / l.rate * float64(time.Second))
+}
+
+// sweep drops, at most once a second, the buckets that have had time to fill up again.
+func (l *rateLimiter) sweep(now time.Time) {
+	if now.Sub(l.lastSweep) < time.Second {
+		return
+	}
+	l.lastSweep = now
+	refill := l.seconds(l.burst)
+	for k, b := range l.buckets {
+		if now.Sub(b.last) > refill {
+			delete(l.buckets, k)
+		}
+	}
+}
+
+// withRateLimit spends a token of the request's API key (known after withAuth) and answers 429 when
+// there is none. Every keyed answer carries the RateLimit-Policy and RateLimit headers.
+func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
+	if l == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ri := requestInfo(r.Context())
+		if ri.companyID == 0 { // not a keyed path
+			next.ServeHTTP(w, r)
+			return
+		}
+		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyPrefix})
+		h := w.Header()
+		h.Set("RateLimit-Policy", l.policy)
+		h.Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, wholeSeconds(full, 0)))
+		if !ok {
+			writeTooMany(w, r, wait, "This API key sent more requests than its rate limit allows.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// wholeSeconds rounds d up to whole seconds, at least least.
+func wholeSeconds(d time.Duration, least int) int {
+	return max(least, int(math.Ceil(d.Seconds())))
+}
+
+// writeTooMany answers 429 with a Retry-After of the whole seconds in wait (at least 1).
+func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, detail string) {
+	w.Header().Set("Retry-After", strconv.Itoa(wholeSeconds(wait, 1)))
+	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
+}
+
+// maxTrackedAddrs bounds the failure limiter's memory; when that many addresses have failed within
+// the window it starts over.
+const maxTrackedAddrs = 100_000
+
+// failureLimiter allows at most max failed authentications per client address in any window: it
+// keeps the times of each address's last max failures.
+type failureLimiter struct {
+	max    int
+	window time.Duration
+	now    func() time.Time
+
+	mu        sync.Mutex
+	recent    map[netip.Addr][]time.Time // oldest first
+	lastSweep time.Time
+}
+
+// newFailureLimiter allows perMinute failures a minute per address; 0 means no limit (nil).
+func newFailureLimiter(perMinute int) *failureLimiter {
+	if perMinute <= 0 {
+		return nil
+	}
+	return &failureLimiter{max: perMinute, window: time.Minute, now: time.Now,
+		recent: make(map[netip.Addr][]time.Time)}
+}
+
+// blocked returns how long a is still refused (0: it is not).
+func (l *failureLimiter) blocked(a netip.Addr) time.Duration {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ts := l.recent[a]
+	if len(ts) < l.max {
+		return 0
+	}
+	return max(0, l.window-l.now().Sub(ts[0]))
+}
+
+// fail records a failed authentication from a.
+func (l *failureLimiter) fail(a netip.Addr) {
+	if l == nil {
+		return
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.lastSweep) > l.window || len(l.recent) >= maxTrackedAddrs {
+		l.lastSweep = now
+		for k, ts := range l.recent {
+			if now.Sub(ts[len(ts)-1]) > l.window {
+				delete(l.recent, k)
+			}
+		}
+		if len(l.recent) >= maxTrackedAddrs {
+			clear(l.recent)
+		}
+	}
+	ts := append(l.recent[a], now)
+	if len(ts) > l.max {
+		ts = append(ts[:0], ts[1:]...)
+	}
+	l.recent[a] = ts
+}
+
+// clientAddr is the address a request came from (r.RemoteAddr: X-Forwarded-For is not trusted), an
+// IPv6 address widened to its /64, the block one client usually holds.
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
+}
