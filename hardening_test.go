@@ -184,8 +184,11 @@ func TestEveryAnswerIsNosniffAndNoStore(t *testing.T) {
 func TestRateLimitHeadersOnEveryKeyedAnswer(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
+	// A server with the default limits (the shared test server's are raised for the suite).
+	srv := httptest.NewServer(newHandler(testEnv.st, slog.New(slog.NewJSONHandler(io.Discard, nil))))
+	defer srv.Close()
 	for _, path := range []string{"/v1/contacts", "/v1/contacts/0", "/v1/nope"} {
-		r := call(t, "GET", path, c.key, "")
+		r := callAt(t, nil, srv.URL, "GET", path, c.key, "")
 		if got := r.header.Get("RateLimit-Policy"); got != `"per-key";q=200;w=2` {
 			t.Errorf("GET %s: RateLimit-Policy %q; want the default, q=200 (burst) per w=2 seconds", path, got)
 		}

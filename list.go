@@ -251,7 +251,7 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 		lq.where(f.col+" = %s", b)
 	case filterEmail:
-		if v == "" || len(v) > 255 || !utf8.ValidString(v) {
+		if v == "" || len(v) > 255 || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
 			return badParam(f.name, "must be an e-mail address of at most 255 characters")
 		}
 		lq.where("lower("+f.col+") = lower(%s)", v)

@@ -706,6 +706,8 @@ func TestListBadParametersAre400NamingThem(t *testing.T) {
 		{"/v1/contacts?withSales=TRUE", "withSales"},
 		{"/v1/business?private=", "private"},
 		{"/v1/contacts?email=", "email"},
+		{"/v1/contacts?email=a%00b", "email"},
+		{"/v1/contacts/count?email=%0A", "email"},
 		{"/v1/contacts?email=" + strings.Repeat("a", 256), "email"},
 		{"/v1/contacts?createdAt[gte]=yesterday", "createdAt[gte]"},
 		{"/v1/contacts?createdAt[gte]=2026-01-01", "createdAt[gte]"},
