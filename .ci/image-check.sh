@@ -34,15 +34,16 @@ echo "$out"
 case "$out" in *"not a dynamic executable"*|*"statically linked"*) ;; *) echo "unexpected ldd output" >&2; exit 1 ;; esac
 
 root=$work/root
+chroot=$(command -v chroot)
 mkdir -m 755 "$root"
 install -m 755 "$work/rolodex" "$root/rolodex"
 echo "== the root directory holds only:"
-find "$root" | sed "s|^$root|/|"
+find "$root" -mindepth 1 | sed "s|^$root||"
 [ "$(find "$root" -mindepth 1 | wc -l)" = 1 ]
 
 echo "== rolodex version"
 # env -i: nothing of our environment; --userspec: the image's non-root user.
-got=$(env -i chroot --userspec=10001:10001 "$root" /rolodex version)
+got=$(env -i "$chroot" --userspec=10001:10001 "$root" /rolodex version)
 echo "$got"
 [ "$got" = "rolodex $version" ] || { echo "want: rolodex $version" >&2; exit 1; }
 
@@ -61,7 +62,7 @@ psql -q "$dburl" -c 'CREATE DATABASE image_check'
 dburl=${dburl/\/rolodex\?/\/image_check?}
 
 echo "== rolodex serve in the empty root"
-env -i DATABASE_URL="$dburl" ROLODEX_ADDR=127.0.0.1:0 chroot --userspec=10001:10001 "$root" /rolodex serve 2>"$work/serve.log" &
+env -i DATABASE_URL="$dburl" ROLODEX_ADDR=127.0.0.1:0 "$chroot" --userspec=10001:10001 "$root" /rolodex serve 2>"$work/serve.log" &
 serve=$!
 pids+=($serve)
 addr= ready=
