@@ -58,14 +58,14 @@ curl -sf "$base/v1/openapi.json" -o "$out/openapi.json"
 cmp "$out/openapi.json" "$root/api/openapi.json"
 
 echo "== redocly lint"
-npx --no-install redocly lint --config redocly.yaml "$out/openapi.json"
+node_modules/.bin/redocly lint --config redocly.yaml "$out/openapi.json"
 
 echo "== prism proxy walk"
 strict=$(freeport)
-npx --no-install prism proxy --errors -h 127.0.0.1 -p "$strict" "$out/openapi.json" "$base" >"$out/prism-strict.log" 2>&1 &
+node_modules/.bin/prism proxy --errors -h 127.0.0.1 -p "$strict" "$out/openapi.json" "$base" >"$out/prism-strict.log" 2>&1 &
 pids+=($!)
 lax=$(freeport)
-npx --no-install prism proxy -h 127.0.0.1 -p "$lax" "$out/openapi.json" "$base" >"$out/prism-lax.log" 2>&1 &
+node_modules/.bin/prism proxy -h 127.0.0.1 -p "$lax" "$out/openapi.json" "$base" >"$out/prism-lax.log" 2>&1 &
 pids+=($!)
 waitfor "http://127.0.0.1:$strict/healthz" 60
 waitfor "http://127.0.0.1:$lax/healthz" 60
@@ -73,12 +73,12 @@ walk=0
 STRICT=http://127.0.0.1:$strict LAX=http://127.0.0.1:$lax KEY=$key DOC=$out/openapi.json node walk.mjs || walk=$?
 
 echo "== openapi-typescript + openapi-fetch client"
-npx --no-install openapi-typescript "$base/v1/openapi.json" -o "$out/schema.d.ts"
+node_modules/.bin/openapi-typescript "$base/v1/openapi.json" -o "$out/schema.d.ts"
 if grep -nE '\bas\b|\bany\b|@ts-' client.ts; then
   echo "client.ts must compile against the generated types as they are: no casts, any or @ts- comments" >&2
   exit 1
 fi
-npx --no-install tsc -p tsconfig.json
+node_modules/.bin/tsc -p tsconfig.json
 ROLODEX_URL=$base ROLODEX_KEY=$key node "$out/client.js"
 
 if [ "$walk" != 0 ]; then
