@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test build vet postgres fuzz faults soak
+.PHONY: run test build vet postgres fuzz faults soak api-check image-check
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -50,3 +50,13 @@ postgres:
 		echo "PostgreSQL is missing. Install it with: sudo apt-get install postgresql   (or set DATABASE_URL)"; \
 		exit 1; \
 	fi
+
+## api-check: the served OpenAPI document checked by redocly lint, a Prism proxy walk of every endpoint,
+## and a typed openapi-fetch client compiled against it (needs Node.js and npm; installs clients/node_modules).
+api-check: postgres
+	bash clients/check.sh
+
+## image-check: the Dockerfile's static binary, proven without Docker: no dynamic dependencies, and
+## `rolodex version` and `rolodex serve` run in an empty root directory holding nothing but the binary.
+image-check: postgres
+	bash .ci/image-check.sh

@@ -310,10 +310,18 @@ func newHandlerWith(st *store, log *slog.Logger, lim limits) http.Handler {
 	return h
 }
 
-// addRoutes lists every endpoint of the server.
-func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
+// routeTable is what addRoutes registers on: an *http.ServeMux, or in tests one that also records
+// the patterns.
+type routeTable interface {
+	Handle(pattern string, handler http.Handler)
+	Handler(r *http.Request) (h http.Handler, pattern string)
+}
+
+// addRoutes lists every endpoint of the server; api/openapi.json describes each of them.
+func addRoutes(mux routeTable, st *store, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
+	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
 
 	contacts := contactsResource(st)
 	mux.Handle("GET /v1/contacts", handleList(contacts, log))
@@ -390,7 +398,7 @@ var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 
 // handleNoRoute is the catch-all: 405 with Allow when the path exists for other methods, else 404.
 // Both are problem bodies, so the mux's plain-text answers never reach a client.
-func handleNoRoute(mux *http.ServeMux) http.Handler {
+func handleNoRoute(mux routeTable) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
 		for _, m := range probeMethods {

@@ -1,0 +1,128 @@
+// client.ts: a typed client of Rolodex, from nothing but the server's own OpenAPI document. check.sh
+// generates out/schema.d.ts from GET /v1/openapi.json with openapi-typescript; this file must compile
+// against it with tsc (strict, no casts), then run against the server: it creates, retrieves, lists
+// with expand, patches (with If-Match) and deletes a contact and a business record.
+import createClient from "openapi-fetch";
+import type { paths } from "./out/schema.js";
+
+const baseUrl = process.env.ROLODEX_URL;
+const key = process.env.ROLODEX_KEY;
+if (!baseUrl || !key) {
+  throw new Error("set ROLODEX_URL and ROLODEX_KEY");
+}
+const api = createClient<paths>({ baseUrl, headers: { "x-api-key": key } });
+
+function check(cond: boolean, what: string): void {
+  if (!cond) {
+    throw new Error("client check failed: " + what);
+  }
+  console.log("ok   " + what);
+}
+
+// must returns the body of a successful answer, or throws with the problem the server sent.
+function must<T>(r: { data?: T; error?: unknown; response: Response }, what: string): T {
+  if (r.data === undefined) {
+    throw new Error(`${what}: ${r.response.status} ${JSON.stringify(r.error)}`);
+  }
+  return r.data;
+}
+
+function etagOf(response: Response, what: string): string {
+  const tag = response.headers.get("ETag");
+  check(tag !== null && /^"[0-9]+"$/.test(tag), `${what} has a strong ETag`);
+  return tag ?? "";
+}
+
+// Contacts.
+const orgs = must(await api.GET("/v1/organizations", { params: { query: { limit: 1 } } }), "list organizations");
+const orgId = orgs.data[0]?.id ?? null;
+
+const created = await api.POST("/v1/contacts", {
+  params: { query: { "expand[]": ["organization"] } },
+  body: { name: "Grace", surname: "Hopper", email: "grace@example.com", organizationId: orgId, withSales: true },
+});
+const contact = must(created, "create a contact");
+const id: string = contact.id; // a string of digits, the document says
+check(created.response.status === 201 && /^[1-9][0-9]*$/.test(id), "a new contact's id is a string of digits");
+check(created.response.headers.get("Location") === `/v1/contacts/${id}`, "Location names the new contact");
+check(orgId === null || contact.organization?.id === orgId, "the organization is expanded on create");
+const pathID = Number(id);
+
+const got = await api.GET("/v1/contacts/{id}", {
+  params: { path: { id: pathID }, query: { "expand[]": ["assignedTo", "userCreator"] } },
+});
+const fetched = must(got, "retrieve the contact");
+check(fetched.name === "Grace" && fetched.surname === "Hopper" && fetched.dni === null, "the contact reads back unchanged");
+check(fetched.userCreator?.id === fetched.userCreatorId, "userCreator is expanded");
+const tag = etagOf(got.response, "the retrieved contact");
+
+const page = must(
+  await api.GET("/v1/contacts", { params: { query: { limit: 100, "expand[]": ["organization", "stage"] } } }),
+  "list contacts",
+);
+check(page.pagination.limit === 100 && page.data.every((c) => c.organization !== undefined), "every listed contact carries the organization expansion");
+let walked = page.data.length;
+let cursor = page.pagination.nextCursor;
+while (cursor !== null) {
+  const next = must(await api.GET("/v1/contacts", { params: { query: { limit: 100, cursor } } }), "next page of contacts");
+  walked += next.data.length;
+  cursor = next.pagination.nextCursor;
+}
+const count = must(await api.GET("/v1/contacts/count"), "count contacts");
+check(walked === count.count, `walking the cursors finds all ${count.count} contacts`);
+
+const patched = await api.PATCH("/v1/contacts/{id}", {
+  params: { path: { id: pathID }, header: { "If-Match": tag } },
+  body: { jobTitle: "Rear Admiral", surname: null },
+});
+const updated = must(patched, "patch the contact");
+check(updated.jobTitle === "Rear Admiral" && updated.surname === null, "the patch set one field and cleared another");
+const tag2 = etagOf(patched.response, "the patched contact");
+check(tag2 !== tag, "the patch moved the ETag");
+
+const stale = await api.PATCH("/v1/contacts/{id}", {
+  params: { path: { id: pathID }, header: { "If-Match": tag } },
+  body: { city: "Arlington" },
+});
+check(stale.response.status === 412 && stale.error?.code === "precondition_failed", "a stale If-Match is a 412 problem");
+
+const deleted = await api.DELETE("/v1/contacts/{id}", { params: { path: { id: pathID }, header: { "If-Match": tag2 } } });
+check(deleted.response.status === 204, "the contact is deleted");
+const gone = await api.GET("/v1/contacts/{id}", { params: { path: { id: pathID } } });
+check(gone.response.status === 404 && gone.error?.status === 404, "a deleted contact is a 404 problem");
+
+// Business.
+const bCreated = await api.POST("/v1/business", {
+  params: { query: { "expand[]": ["stage"] } },
+  body: { title: "Compiler licence", value: 1234.5, deadline: "2026-12-01T10:00:00+02:00" },
+});
+const deal = must(bCreated, "create a business record");
+const dealID: number = deal.id;
+check(bCreated.response.status === 201 && deal.value === 1234.5, "the new deal's value reads back exactly");
+check(deal.deadline === "2026-12-01T08:00:00.000Z", "the deadline is returned in UTC with milliseconds");
+check(deal.stage?.id === deal.stageId && deal.stage.boardId === deal.boardId, "the default stage is expanded and belongs to the default board");
+
+const bGot = await api.GET("/v1/business/{id}", { params: { path: { id: dealID }, query: { "expand[]": ["userCreator"] } } });
+const dealRead = must(bGot, "retrieve the business record");
+check(dealRead.title === "Compiler licence" && dealRead.userCreator?.id === dealRead.userCreatorId, "the deal reads back with its creator");
+const bTag = etagOf(bGot.response, "the retrieved deal");
+
+const bPage = must(
+  await api.GET("/v1/business", { params: { query: { limit: 100, "expand[]": ["organization", "stage", "userCreator"] } } }),
+  "list business",
+);
+check(bPage.data.some((b) => b.id === dealID && b.stage !== undefined), "the list holds the new deal, expanded");
+
+const bPatched = await api.PATCH("/v1/business/{id}", {
+  params: { path: { id: dealID }, header: { "If-Match": bTag } },
+  body: { value: 0.1, statusId: 3, reasonLost: "Budget" },
+});
+const lost = must(bPatched, "patch the business record");
+check(lost.value === 0.1 && lost.statusId === 3 && lost.reasonLost === "Budget", "the patch set value 0.1 exactly, the status and the reason");
+const bTag2 = etagOf(bPatched.response, "the patched deal");
+
+const bDeleted = await api.DELETE("/v1/business/{id}", { params: { path: { id: dealID }, header: { "If-Match": bTag2 } } });
+check(bDeleted.response.status === 204, "the business record is deleted");
+const bGone = await api.DELETE("/v1/business/{id}", { params: { path: { id: dealID } } });
+check(bGone.response.status === 404, "a second delete is a 404");
+console.log("client: all checks passed");

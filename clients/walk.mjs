@@ -1,0 +1,229 @@
+// walk.mjs: a walk through every endpoint of Rolodex and its main error cases, through two Prism
+// proxies in front of the real server. Run by check.sh, which starts them:
+//   STRICT  prism proxy --errors: the request must be valid for the document, and a response that
+//           breaks the document comes back as Prism's own error (no X-Request-Id from the server).
+//   LAX     prism proxy without --errors, for requests that break the document on purpose (no key,
+//           limit=0, a wrong Content-Type, ...): Prism forwards them and reports what it finds in
+//           the sl-violations header; any violation located in the response fails the walk.
+// Paths the document does not have (/v2/..., a method a path lacks) go through LAX as well; Prism
+// cannot check those answers against an operation, so the walk checks them against the document's
+// Problem schema itself.
+import { readFileSync } from 'node:fs';
+
+const { STRICT, LAX, KEY, DOC } = process.env;
+if (!STRICT || !LAX || !KEY || !DOC) {
+  console.error('walk.mjs needs STRICT, LAX, KEY and DOC in the environment (see check.sh)');
+  process.exit(2);
+}
+const doc = JSON.parse(readFileSync(DOC, 'utf8'));
+const failures = [];
+let steps = 0;
+
+// step sends one request and checks the answer; it returns the parsed body (or null).
+async function step(name, { via = 'strict', method = 'GET', path, key = KEY, body, headers = {}, want }) {
+  steps++;
+  const base = via === 'strict' ? STRICT : LAX;
+  const h = { ...headers };
+  if (key) h['x-api-key'] = key;
+  let payload = body;
+  if (body !== undefined && typeof body !== 'string') payload = JSON.stringify(body);
+  if (payload !== undefined && !('content-type' in h)) h['content-type'] = 'application/json';
+  let res, text;
+  try {
+    res = await fetch(base + path, { method, headers: h, body: payload });
+    text = await res.text();
+  } catch (err) {
+    failures.push(`${name}: ${method} ${path}: ${err.message}`);
+    console.log(`FAIL ${name}: ${err.message}`);
+    return null;
+  }
+  const problems = [];
+  if (res.status !== want) problems.push(`status ${res.status}, want ${want}`);
+  if (!res.headers.get('x-request-id')) problems.push('no X-Request-Id: the answer is Prism\'s, not the server\'s');
+  const violations = parseViolations(res.headers.get('sl-violations'));
+  const responseViolations = violations.filter(v => v.location?.[0] === 'response' && v.severity === 'Error');
+  if (via === 'strict' && violations.length > 0) problems.push('violations: ' + JSON.stringify(violations));
+  if (via === 'lax' && responseViolations.length > 0) problems.push('response violations: ' + JSON.stringify(responseViolations));
+  let parsed = null;
+  if (text) {
+    try { parsed = JSON.parse(text); } catch { problems.push('body is not JSON: ' + text.slice(0, 200)); }
+  }
+  if (problems.length > 0) {
+    failures.push(`${name}: ${method} ${path}: ${problems.join('; ')} (body ${text.slice(0, 300)})`);
+    console.log(`FAIL ${name}: ${problems.join('; ')}`);
+  } else {
+    console.log(`ok   ${name} (${method} ${path} -> ${res.status}${via === 'lax' && violations.length ? `, request violations expected: ${violations.length}` : ''})`);
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
+
+function parseViolations(header) {
+  if (!header) return [];
+  try { return JSON.parse(header); } catch { return [{ location: ['response'], severity: 'Error', message: header }]; }
+}
+
+// checkProblem holds a body to the document's Problem schema (for answers Prism cannot check).
+function checkProblem(name, r, status) {
+  steps++;
+  const schema = doc.components.schemas.Problem;
+  const problems = [];
+  if (!r || !r.body) problems.push('no body');
+  else {
+    for (const k of schema.required) if (!(k in r.body)) problems.push(`no ${k}`);
+    for (const [k, v] of Object.entries(r.body)) {
+      const p = schema.properties[k];
+      if (!p) { problems.push(`unknown member ${k}`); continue; }
+      const t = p.type === 'integer' ? 'number' : p.type;
+      if (t !== 'array' && typeof v !== t) problems.push(`${k} is ${typeof v}, want ${p.type}`);
+      if (t === 'array' && !Array.isArray(v)) problems.push(`${k} is not an array`);
+      if (p.const !== undefined && v !== p.const) problems.push(`${k} = ${v}, want ${p.const}`);
+    }
+    if (r.body.status !== status) problems.push(`status member ${r.body.status}, want ${status}`);
+    if (!(r.headers.get('content-type') || '').startsWith('application/problem+json')) problems.push('Content-Type is not application/problem+json');
+  }
+  if (problems.length) { failures.push(`${name}: ${problems.join('; ')}`); console.log(`FAIL ${name}: ${problems.join('; ')}`); }
+  else console.log(`ok   ${name}: a Problem as the document describes it`);
+}
+
+function expect(name, cond, detail) {
+  steps++;
+  if (cond) { console.log(`ok   ${name}`); return; }
+  failures.push(`${name}: ${detail}`);
+  console.log(`FAIL ${name}: ${detail}`);
+}
+
+const q = s => encodeURIComponent(s);
+const since = '2020-01-01T00:00:00Z';
+
+// Service endpoints: no key.
+await step('liveness', { path: '/healthz', key: null, want: 200 });
+await step('readiness', { path: '/readyz', key: null, want: 200 });
+await step('the document itself', { path: '/v1/openapi.json', key: null, want: 200 });
+
+// Reference resources.
+const users = await step('list users', { path: '/v1/users', want: 200 });
+const userId = users?.body?.data?.[0]?.id ?? 1;
+await step('retrieve a user', { path: `/v1/users/${userId}`, want: 200 });
+await step('list organizations', { path: '/v1/organizations?limit=2', want: 200 });
+const org = await step('create an organization', { method: 'POST', path: '/v1/organizations', body: { name: 'Walk Org' }, want: 201 });
+const orgId = org?.body?.id ?? 1;
+await step('retrieve an organization', { path: `/v1/organizations/${orgId}`, want: 200 });
+const boards = await step('list boards', { path: '/v1/boards', want: 200 });
+const boardId = boards?.body?.data?.[0]?.id ?? 1;
+await step('retrieve a board', { path: `/v1/boards/${boardId}`, want: 200 });
+const stages = await step('list stages', { path: '/v1/stages?limit=100', want: 200 });
+const contactStages = (stages?.body?.data ?? []).filter(s => s.boardId === null).map(s => s.id);
+const contactStage = contactStages[0] ?? 1;
+const otherContactStage = contactStages[1] ?? contactStage;
+const boardStages = await step('list the stages of a board', { path: `/v1/stages?boardId=${boardId}`, want: 200 });
+const boardStage = boardStages?.body?.data?.[1]?.id ?? 1;
+await step('retrieve a stage', { path: `/v1/stages/${contactStage}`, want: 200 });
+await step('list statuses', { path: '/v1/statuses', want: 200 });
+await step('list currencies', { path: '/v1/currencies?limit=100', want: 200 });
+const countries = await step('list countries', { path: '/v1/countries?limit=100', want: 200 });
+if (countries?.body?.pagination?.nextCursor) {
+  await step('list countries, next page', { path: `/v1/countries?limit=100&cursor=${q(countries.body.pagination.nextCursor)}`, want: 200 });
+}
+
+// Contacts.
+const c = await step('create a contact, expanded', {
+  method: 'POST', path: '/v1/contacts?expand[]=organization&expand[]=stage',
+  body: { name: 'Ada', surname: 'Lovelace', email: 'ada.walk@example.com', jobTitle: '', countryId: 826, stageId: contactStage,
+          organizationId: orgId, assignedToId: userId, withSales: true, urlAvatar: 'https://example.com/ada.png', classification: 3 },
+  want: 201,
+});
+const cid = c?.body?.id ?? '1';
+const cTag = c?.headers?.get('etag') ?? '"1"';
+await step('retrieve a contact, every expansion', {
+  path: `/v1/contacts/${cid}?expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator`, want: 200 });
+const page1 = await step('list contacts with expand', { path: '/v1/contacts?limit=5&expand[]=organization&expand[]=assignedTo', want: 200 });
+if (page1?.body?.pagination?.nextCursor) {
+  await step('list contacts, next page', { path: `/v1/contacts?limit=5&expand[]=organization&expand[]=assignedTo&cursor=${q(page1.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('count contacts', { path: '/v1/contacts/count', want: 200 });
+const sorted = await step('list contacts by updatedAt, newest first', { path: '/v1/contacts?sort=-updatedAt&limit=3', want: 200 });
+if (sorted?.body?.pagination?.nextCursor) {
+  await step('list contacts by updatedAt, page 2', { path: `/v1/contacts?sort=-updatedAt&limit=3&cursor=${q(sorted.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('list contacts by name, filtered by stages and withSales', { path: `/v1/contacts?sort=name&stageId=${contactStage},${otherContactStage}&withSales=true`, want: 200 });
+await step('list contacts by surname descending, filtered by organization, user and country',
+  { path: `/v1/contacts?sort=-surname&organizationId=${orgId}&assignedToId=${userId}&userCreatorId=${userId}&countryId=826`, want: 200 });
+await step('list contacts by e-mail (any case) and text', { path: `/v1/contacts?email=ADA.WALK@example.com&q=lovel&sort=createdAt`, want: 200 });
+await step('list contacts created in a window', { path: `/v1/contacts?createdAt[gte]=${q(since)}&createdAt[lt]=${q('2100-01-01T00:00:00+02:00')}&updatedAt[gt]=${q(since)}&updatedAt[lte]=${q('2100-01-01T00:00:00Z')}`, want: 200 });
+await step('count contacts with filters', { path: `/v1/contacts/count?stageId=${contactStage}&q=ada&withSales=true`, want: 200 });
+const cp = await step('update a contact with If-Match', {
+  method: 'PATCH', path: `/v1/contacts/${cid}?expand[]=assignedTo`, headers: { 'if-match': cTag }, body: { jobTitle: 'Analyst', surname: null }, want: 200 });
+const cTag2 = cp?.headers?.get('etag') ?? '"2"';
+await step('an empty patch changes nothing', { method: 'PATCH', path: `/v1/contacts/${cid}`, body: {}, want: 200 });
+
+// Business.
+const b = await step('create a business record, expanded', {
+  method: 'POST', path: '/v1/business?expand[]=stage',
+  body: { title: 'Walk deal', value: 1234.5, deadline: '2026-12-01T10:00:00+02:00', organizationId: orgId, reasonLost: null }, want: 201 });
+const bid = b?.body?.id ?? 1;
+const bTag = b?.headers?.get('etag') ?? '"1"';
+await step('retrieve a business record, every expansion', { path: `/v1/business/${bid}?expand[]=organization&expand[]=stage&expand[]=userCreator`, want: 200 });
+const bpage = await step('list business with expand', { path: '/v1/business?limit=3&expand[]=stage', want: 200 });
+if (bpage?.body?.pagination?.nextCursor) {
+  await step('list business, next page', { path: `/v1/business?limit=3&expand[]=stage&cursor=${q(bpage.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('count business', { path: '/v1/business/count', want: 200 });
+await step('list business by value, largest first', { path: '/v1/business?sort=-value&limit=3', want: 200 });
+await step('list business by deadline, filtered by board, status and privacy',
+  { path: `/v1/business?sort=deadline&boardId=${boardId}&statusId=1,2&private=false`, want: 200 });
+await step('list business by position, filtered by stage, owner, currency and organization',
+  { path: `/v1/business?sort=position&stageId=${boardStage}&userOwnerId=${userId}&currencyId=978&organizationId=${orgId}`, want: 200 });
+await step('list business by title with text and dates', { path: `/v1/business?sort=-title&q=walk&updatedAt[gte]=${q(since)}&createdAt[lte]=${q('2100-01-01T00:00:00Z')}`, want: 200 });
+await step('count business with filters', { path: `/v1/business/count?boardId=${boardId}&statusId=1&q=walk`, want: 200 });
+const bp = await step('update a business record with If-Match', {
+  method: 'PATCH', path: `/v1/business/${bid}`, headers: { 'if-match': bTag }, body: { value: 0.1, stageId: boardStage }, want: 200 });
+expect('the value reads back exactly', bp?.body?.value === 0.1, `value ${bp?.body?.value}`);
+
+// Errors the document describes for requests it admits (through the strict proxy).
+await step('400: unknown query parameter', { path: '/v1/contacts?colour=red', want: 400 });
+await step('400: a cursor this server did not make', { path: '/v1/contacts?cursor=bm90LWEtY3Vyc29y', want: 400 });
+await step('400: a cursor used with another sort', ...(sorted?.body?.pagination?.nextCursor
+  ? [{ path: `/v1/contacts?sort=name&limit=3&cursor=${q(sorted.body.pagination.nextCursor)}`, want: 400 }]
+  : [{ path: '/v1/contacts?sort=name&cursor=x', want: 400 }]));
+await step('401: an unknown key', { path: '/v1/contacts', key: 'rdx_notakeynotakeynotakeynotakeynotak', want: 401 });
+await step('404: no such contact', { path: '/v1/contacts/999999999', want: 404 });
+await step('404: no such business record', { path: '/v1/business/999999999', want: 404 });
+await step('404: no such user', { path: '/v1/users/999999999', want: 404 });
+await step('412: a stale If-Match on PATCH', { method: 'PATCH', path: `/v1/contacts/${cid}`, headers: { 'if-match': cTag }, body: { city: 'London' }, want: 412 });
+await step('412: a stale If-Match on DELETE', { method: 'DELETE', path: `/v1/business/${bid}`, headers: { 'if-match': '"999"' }, want: 412 });
+await step('422: a reference to nothing', { method: 'POST', path: '/v1/contacts', body: { name: 'Nobody', organizationId: 999999999 }, want: 422 });
+await step('422: a stage of another board', { method: 'PATCH', path: `/v1/business/${bid}`, body: { stageId: contactStage }, want: 422 });
+
+// Errors for requests that break the document on purpose (through the lax proxy).
+await step('400: limit=0', { via: 'lax', path: '/v1/contacts?limit=0', want: 400 });
+await step('400: an unknown expand[] value', { via: 'lax', path: '/v1/business?expand[]=country', want: 400 });
+await step('400: an unknown sort field', { via: 'lax', path: '/v1/contacts?sort=email', want: 400 });
+await step('400: a bad id filter', { via: 'lax', path: '/v1/contacts?stageId=0,x', want: 400 });
+await step('400: a bad date filter', { via: 'lax', path: '/v1/business?createdAt[gte]=yesterday', want: 400 });
+await step('400: a path id that is not a number', { via: 'lax', path: '/v1/contacts/abc', want: 400 });
+await step('400: a repeated parameter', { via: 'lax', path: '/v1/contacts?limit=2&limit=3', want: 400 });
+// Prism parses a JSON body and sends it on re-encoded, so a malformed body (or one naming a member
+// twice) cannot pass through it; a body that is JSON but not an object can.
+await step('400: a body that is not one JSON object', { via: 'lax', method: 'POST', path: '/v1/organizations', body: '["Globex"]', want: 400 });
+await step('401: no key', { via: 'lax', path: '/v1/business', key: null, want: 401 });
+await step('413: a body over 1 MiB', { via: 'lax', method: 'POST', path: '/v1/contacts', body: { name: 'Big', address: 'x'.repeat(1100000) }, want: 413 });
+await step('415: a body that is not application/json', { via: 'lax', method: 'POST', path: '/v1/contacts', headers: { 'content-type': 'text/plain' }, body: '{"name":"Plain"}', want: 415 });
+await step('422: bad fields', { via: 'lax', method: 'POST', path: '/v1/contacts', body: { name: '', email: 'not-an-address', colour: 'red', id: '7' }, want: 422 });
+await step('422: a value with 3 decimals', { via: 'lax', method: 'POST', path: '/v1/business', body: { title: 'Odd', value: 1.005 }, want: 422 });
+
+// Paths and methods the document does not have.
+checkProblem('404: another version', await step('404: another version', { via: 'lax', path: '/v2/contacts', want: 404 }), 404);
+const notAllowed = await step('405: a method the path does not have', { via: 'lax', method: 'PUT', path: `/v1/contacts/${cid}`, body: { name: 'x' }, want: 405 });
+checkProblem('405 body', notAllowed, 405);
+expect('405 names the allowed methods', notAllowed?.headers?.get('allow') === 'GET, HEAD, PATCH, DELETE', `Allow: ${notAllowed?.headers?.get('allow')}`);
+
+// Deletes last.
+await step('delete a contact with If-Match', { method: 'DELETE', path: `/v1/contacts/${cid}`, headers: { 'if-match': cTag2 }, want: 204 });
+await step('404: a second delete', { method: 'DELETE', path: `/v1/contacts/${cid}`, want: 404 });
+await step('delete a business record', { method: 'DELETE', path: `/v1/business/${bid}`, want: 204 });
+
+console.log(`\n${steps} checks, ${failures.length} failed`);
+if (failures.length) {
+  console.log('Failures:\n  ' + failures.join('\n  '));
+  process.exit(1);
+}
