@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test build vet postgres fuzz faults soak api-check image-check
+.PHONY: run test build vet postgres fuzz faults soak api-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -60,3 +60,21 @@ api-check: postgres
 ## `rolodex version` and `rolodex serve` run in an empty root directory holding nothing but the binary.
 image-check: postgres
 	bash .ci/image-check.sh
+
+## bench: the load benchmark of issue 9 (about 12 minutes; BENCH_TIME=3s ROUNDS=1 for a quick look):
+## a tuned PostgreSQL with 2 companies of 1M contacts (cached in BENCH_DIR), the real server, wrk at
+## 32 connections, pgbench and static-HTTP ceilings; appends a dated table to bench/RESULTS.md.
+## BENCH_PROFILE=1 also writes CPU and allocation profiles to bench/out/.
+BENCH_TIME ?= 10s
+ROUNDS     ?= 3
+bench: build postgres
+	@command -v wrk >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing wrk (apt-get install wrk)..."; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
+		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
+	ROLODEX_BENCH=1 BENCH_TIME=$(BENCH_TIME) ROUNDS=$(ROUNDS) $(GO) test -run '^TestBench$$' -count=1 -timeout 60m -v .
+
+## bench-go: the Go micro-benchmarks of the hot paths (encoding, key lookup).
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 .

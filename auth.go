@@ -137,7 +137,8 @@ func (a *authenticator) resolve(ctx context.Context, key string) (tenant, error)
 	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
 	}
-	hash := sha256.Sum256([]byte(key))
+	var buf [maxKeyLen]byte // hashing a copy on the stack: []byte(key) would allocate
+	hash := sha256.Sum256(buf[:copy(buf[:], key)])
 	now := a.now()
 	a.mu.RLock()
 	c, ok := a.cache[hash]

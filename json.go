@@ -95,9 +95,22 @@ func appendNullInt(dst []byte, n sql.NullInt64) []byte {
 // appendTime appends t as a JSON string in UTC with exactly three fractional digits:
 // "2026-11-21T09:30:00.123Z".
 func appendTime(dst []byte, t time.Time) []byte {
-	dst = append(dst, '"')
-	dst = t.UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
-	return append(dst, '"')
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		dst = append(dst, '"')
+		dst = t.AppendFormat(dst, "2006-01-02T15:04:05.000Z07:00")
+		return append(dst, '"')
+	}
+	// Written by hand: this runs twice per object, and AppendFormat's layout parsing was 8% of a
+	// list page's CPU time.
+	hour, minute, sec := t.Clock()
+	ms := t.Nanosecond() / 1e6
+	return append(dst, '"',
+		byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-',
+		byte('0'+month/10), byte('0'+month%10), '-', byte('0'+day/10), byte('0'+day%10), 'T',
+		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
+		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z', '"')
 }
 
 // appendNullTime appends t like appendTime, or null when it is not valid.

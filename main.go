@@ -300,7 +300,12 @@ func newHandler(st *store, log *slog.Logger) http.Handler {
 func newHandlerWith(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, st, log)
-	var h http.Handler = withPattern(mux)
+	return withMiddleware(withPattern(mux), st, log, lim)
+}
+
+// withMiddleware wraps the routes h in the whole middleware chain (bench_test.go wraps a static
+// handler in the same chain: the HTTP stack's ceiling).
+func withMiddleware(h http.Handler, st *store, log *slog.Logger, lim limits) http.Handler {
 	h = withRateLimit(newRateLimiter(lim.rate), h)
 	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), log, h)
 	h = withDeadline(lim.requestTimeout, h)

@@ -1,0 +1,52 @@
+-- wrk script for `make bench` (bench_test.go sets the environment):
+--   BENCH_METHOD  GET, POST or PATCH
+--   BENCH_PATH    request path; "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
+--   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number
+--   BENCH_KEY     the x-api-key
+-- done() prints one line "BENCHJSON {...}" with requests, duration, latency percentiles and errors.
+
+local method = os.getenv("BENCH_METHOD") or "GET"
+local path = os.getenv("BENCH_PATH") or "/"
+local body = os.getenv("BENCH_BODY")
+local lo = tonumber(os.getenv("BENCH_ID_LO") or "1")
+local hi = tonumber(os.getenv("BENCH_ID_HI") or "1")
+local randomPath = path:find("{id}", 1, true) ~= nil
+local randomBody = body ~= nil and body:find("{rand}", 1, true) ~= nil
+
+wrk.method = method
+wrk.headers["x-api-key"] = os.getenv("BENCH_KEY") or ""
+if body ~= nil and body ~= "" then
+  wrk.headers["Content-Type"] = "application/json"
+  wrk.body = body
+end
+
+local threads = 0
+function setup(thread)
+  threads = threads + 1
+  thread:set("tid", threads)
+end
+
+function init(args)
+  math.randomseed(os.time() * 1000 + (tid or 0) * 7919)
+end
+
+function request()
+  local p = path
+  if randomPath then
+    p = p:gsub("{id}", tostring(math.random(lo, hi)))
+  end
+  local b = nil
+  if randomBody then
+    b = body:gsub("{rand}", tostring(math.random(1, 1000000000)))
+  end
+  return wrk.format(nil, p, nil, b)
+end
+
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCHJSON {"requests":%d,"durationUs":%d,"p50Us":%d,"p99Us":%d,"meanUs":%.1f,' ..
+    '"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.mean,
+    e.connect, e.read, e.write, e.status, e.timeout))
+end
