@@ -102,6 +102,8 @@ func TestBench(t *testing.T) {
 	defer db.st.Close()
 	c := db.companies[0]
 
+	writeBenchPlans(t, cfg, db, c)
+
 	key, err := db.st.createAPIKey(ctx, c.ID, c.UserID)
 	if err != nil {
 		t.Fatal(err)
@@ -429,6 +431,29 @@ var staticBody = func() []byte {
 	}
 	return append(b, `"}`...)
 }()
+
+// writeBenchPlans EXPLAINs every list and count statement on the loaded company of a million
+// contacts, with the planner's own choices, into bench/PLANS.md, and fails the benchmark on a
+// sequential scan, a sort not read from an index, or a cursor that is not an index condition.
+func writeBenchPlans(t *testing.T, cfg benchConfig, db *benchDB, c benchCompany) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Query plans on %d contacts and %d business records of one company (of two)\n\n",
+		c.ContactHi-c.ContactLo+1, benchFullSize.business)
+	fmt.Fprintf(&b, "Written by `make bench` on %s. Each is the plan PostgreSQL chose by itself.\n", time.Now().UTC().Format(time.DateOnly))
+	bad := 0
+	for _, p := range explainLists(t, db.st.db, c.ID, "") {
+		probs := p.problems()
+		if len(probs) > 0 {
+			bad++
+			t.Errorf("plan of %s %s: %v\n%s", p.table, p.what, probs, p.plan)
+		}
+		fmt.Fprintf(&b, "\n## %s: %s\n\n```sql\n%s\n```\n\n```\n%s```\n", p.table, p.what, p.sql, p.plan)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg.results), "PLANS.md"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("query plans: %d with problems; see bench/PLANS.md", bad)
+}
 
 // pgbenchSQL turns a statement and its arguments into a pgbench script line and its -D variables:
 // $1 (the company) is :cid, $n is :an.
