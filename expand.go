@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -107,6 +108,8 @@ func loadRelated[T any](ctx context.Context, st *store, companyID int64, exps []
 		if len(kindIDs) == 0 {
 			continue
 		}
+		slices.Sort(kindIDs) // a page of 100 contacts names the same few users again and again
+		kindIDs = slices.Compact(kindIDs)
 		m, err := st.relatedObjects(ctx, companyID, relKind(k), kindIDs)
 		if err != nil {
 			return nil, err
