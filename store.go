@@ -135,7 +135,7 @@ func isDBUnavailable(err error) bool {
 	return false
 }
 
-// migrationLock is the pg_advisory_lock key under which migrations run ("rolodex" in ASCII).
+// migrationLock is the pg_advisory_xact_lock key under which migrations run ("rolodex" in ASCII).
 const migrationLock = 0x726f6c6f646578
 
 // migration is one embedded schema file.
@@ -178,78 +178,61 @@ func latestSchemaVersion() int {
 }
 
 // migrate applies the schema files not yet recorded in schema_migrations, each in its own
-// transaction, while holding an advisory lock: servers starting at once wait for each other, and
-// the later ones find nothing left to do. It returns the versions it applied.
+// transaction that first takes a transaction-level advisory lock: servers starting at once wait for
+// each other, and the later ones find nothing left to do. A transaction-level lock ends with its
+// transaction, so this is safe behind PgBouncer in transaction mode too (a session lock could be
+// left on a pooled connection). It returns the versions it applied.
 func (s *store) migrate(ctx context.Context) ([]int, error) {
 	ms, err := migrations()
 	if err != nil {
 		return nil, err
 	}
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: connect: %w", err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
-		return nil, fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLock)
-
-	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    integer PRIMARY KEY,
-		name       text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`
-	if _, err := conn.ExecContext(ctx, create); err != nil {
-		return nil, fmt.Errorf("migrate: create version table: %w", err)
-	}
-	applied := make(map[int]bool)
-	rows, err := conn.QueryContext(ctx, `SELECT version FROM schema_migrations`)
-	if err != nil {
-		return nil, fmt.Errorf("migrate: read versions: %w", err)
-	}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		applied[v] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-
 	var done []int
 	for _, m := range ms {
-		if applied[m.version] {
-			continue
-		}
-		if err := applyMigration(ctx, conn, m); err != nil {
+		applied, err := s.applyMigration(ctx, m)
+		if err != nil {
 			return done, err
 		}
-		done = append(done, m.version)
+		if applied {
+			done = append(done, m.version)
+		}
 	}
 	return done, nil
 }
 
-func applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
-	tx, err := conn.BeginTx(ctx, nil)
+// applyMigration applies m and records it, in one transaction under the migration lock, unless it
+// is recorded already.
+func (s *store) applyMigration(ctx context.Context, m migration) (applied bool, err error) {
+	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, create); err != nil {
+			return fmt.Errorf("create version table: %w", err)
+		}
+		var recorded bool
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM schema_migrations WHERE version = $1)`, m.version).Scan(&recorded)
+		if err != nil || recorded {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return err
+		}
+		const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
+		if _, err := tx.ExecContext(ctx, record, m.version, m.name); err != nil {
+			return fmt.Errorf("record version: %w", err)
+		}
+		applied = true
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", m.name, err)
+		return false, fmt.Errorf("migrate %s: %w", m.name, err)
 	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("migrate %s: %w", m.name, err)
-	}
-	const q = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
-	if _, err := tx.ExecContext(ctx, q, m.version, m.name); err != nil {
-		return fmt.Errorf("migrate %s: record version: %w", m.name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate %s: commit: %w", m.name, err)
-	}
-	return nil
+	return applied, nil
 }
 
 // schemaVersion returns the newest applied schema version (0 for an empty database).
