@@ -46,6 +46,9 @@ type sortField struct {
 // byID is the default order, and the only one of lists that take no sort parameter.
 var byID = sortField{name: "id", col: "id", kind: keyInt}
 
+// isID reports whether f is the order by id alone (no key before the id).
+func (f *sortField) isID() bool { return f.name == "id" }
+
 // nullValue is what a nullable key's NULL is replaced with in its sort expression (any value does:
 // the "is null" flag before it keeps NULLs apart).
 var nullValue = map[keyKind]string{keyInt: "0", keyTime: "'-infinity'", keyText: "''", keyNumeric: "0"}
@@ -61,7 +64,7 @@ var sqlType = map[keyKind]string{keyInt: "integer", keyTime: "timestamptz", keyT
 // directions and the next page is one row comparison that an index serves. schema/0003_lists.sql
 // indexes exactly these expressions.
 func (f *sortField) keys(desc bool) []string {
-	if f == &byID {
+	if f.isID() {
 		return nil
 	}
 	v := f.col
@@ -290,7 +293,7 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 	}
 	if a := lq.after; a != nil {
 		vals := []string{}
-		if lq.sort != &byID {
+		if !lq.sort.isID() {
 			if lq.sort.nullable {
 				args = append(args, a.null != lq.desc) // the key's "is null" flag, or "is not null" when descending
 				vals = append(vals, "$"+strconv.Itoa(len(args))+"::boolean")
@@ -385,7 +388,7 @@ func (lq *listQuery) readCursor(s string, key []byte, scope string) *apiError {
 // validKey reports whether pos holds a key of the sort's kind.
 func (f *sortField) validKey(pos *cursorPos) bool {
 	switch {
-	case f == &byID || pos.null:
+	case f.isID() || pos.null:
 		return pos.key == "" && (!pos.null || f.nullable)
 	case f.kind == keyText:
 		return utf8.ValidString(pos.key)

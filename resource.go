@@ -122,7 +122,7 @@ func handleList[T any](res *resource[T], log *slog.Logger) http.Handler {
 			last := &vs[len(vs)-1]
 			var sortKey string
 			var null bool
-			if lq.sort != &byID {
+			if !lq.sort.isID() {
 				sortKey, null = res.sortKey(last, lq.sort.name)
 			}
 			next = lq.cursor(key, scope, res.id(last), sortKey, null)
