@@ -69,7 +69,7 @@ func benchConfigFromEnv(t *testing.T) benchConfig {
 }
 
 // benchGeneratorVersion names the data the generator makes; a cached load of another version is reloaded.
-const benchGeneratorVersion = 1
+const benchGeneratorVersion = 2
 
 // benchDB is the loaded benchmark database.
 type benchDB struct {
@@ -251,6 +251,9 @@ func openBenchDB(t *testing.T, ctx context.Context, cfg benchConfig) *benchDB {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	// COPY into tables without their list indexes, then build them: many times faster than keeping
+	// a dozen indexes up to date row by row.
+	indexes := dropListIndexes(t, ctx, db.st.db)
 	for i := range 2 {
 		t0 := time.Now()
 		bc, err := loadBenchCompany(ctx, db.st, fmt.Sprintf("Bench company %d", i+1), benchFullSize, uint64(i+1))
@@ -261,6 +264,13 @@ func openBenchDB(t *testing.T, ctx context.Context, cfg benchConfig) *benchDB {
 		db.companies = append(db.companies, bc)
 	}
 	t0 := time.Now()
+	for _, def := range indexes {
+		if _, err := db.st.db.ExecContext(ctx, def); err != nil {
+			t.Fatalf("%s: %v", def, err)
+		}
+	}
+	t.Logf("built %d list indexes in %s", len(indexes), time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
 	if _, err := db.st.db.ExecContext(ctx, "VACUUM ANALYZE"); err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +284,31 @@ func openBenchDB(t *testing.T, ctx context.Context, cfg benchConfig) *benchDB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// dropListIndexes drops the secondary indexes of contacts and business (not their keys) and returns
+// the statements that make them again.
+func dropListIndexes(t *testing.T, ctx context.Context, db *sql.DB) []string {
+	rows, err := db.QueryContext(ctx, `SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+		FROM pg_index i WHERE i.indrelid IN ('contacts'::regclass, 'business'::regclass) AND NOT i.indisunique`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names, defs []string
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			t.Fatal(err)
+		}
+		names, defs = append(names, name), append(defs, def)
+	}
+	rows.Close()
+	for _, name := range names {
+		if _, err := db.ExecContext(ctx, "DROP INDEX "+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return defs
 }
 
 // cachedBenchLoad returns the companies of an earlier load of this generator and schema version, or
