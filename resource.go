@@ -35,7 +35,7 @@ type resource[T any] struct {
 // listRows and countRows make a resource's list and count from its statements: selectSQL
 // ("SELECT <columns> FROM t WHERE company_id = $1") and countSQL ("SELECT count(*) FROM t WHERE
 // company_id = $1"), to which the list's filters, cursor and order are added.
-func listRows[T any, PT scanner[T]](db querier, selectSQL string) func(context.Context, int64, *listQuery) ([]T, error) {
+func listRows[T any, PT scanner[T]](db *sql.DB, selectSQL string) func(context.Context, int64, *listQuery) ([]T, error) {
 	return func(ctx context.Context, companyID int64, lq *listQuery) ([]T, error) {
 		q, args := lq.selectSQL(selectSQL, companyID)
 		return queryRows[T, PT](ctx, db, lq.limit+1, q, args...)
