@@ -215,8 +215,8 @@ func queueEncoded[T any, PT scanner[T]](b *pgx.Batch, out map[int64][]byte, enc 
 	id func(*T) int64, q string, args ...any) {
 	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
 		var v T
-		dest := PT(&v).scanDest() // every column is scanned on every row, so v needs no reset
-		var buf []byte            // one buffer for all the objects: out keeps slices of it
+		dest := pgxDest(PT(&v).scanDest()) // every column is scanned on every row, so v needs no reset
+		var buf []byte                     // one buffer for all the objects: out keeps slices of it
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return err

@@ -58,8 +58,8 @@ var respBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBuffer = 256 << 10
 
-// respond writes objs (one object, or a list page when page is not nil) with the expansions exps,
-// loading the related objects first: one query per kind of related object.
+// respond writes objs (one object, or a list page when lq is not nil) with the expansions exps,
+// loading the related objects first (loadRelated), into a pooled buffer.
 func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, status int,
 	exps []expansion, objs []T, lq *listQuery, next string) {
 	rel, err := loadRelated(r.Context(), res.st, tenantOf(r).companyID, exps, objs, res.ref)

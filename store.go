@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -318,7 +319,7 @@ func queryRows[T any, PT scanner[T]](ctx context.Context, db *sql.DB, limit int,
 		defer rows.Close()
 		out = make([]T, 0, limit)
 		var v T
-		dest := PT(&v).scanDest() // every column is scanned on every row, so v needs no reset
+		dest := pgxDest(PT(&v).scanDest()) // every column is scanned on every row, so v needs no reset
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return err
@@ -337,12 +338,41 @@ func queryRows[T any, PT scanner[T]](ctx context.Context, db *sql.DB, limit int,
 func queryOne[T any, PT scanner[T]](ctx context.Context, db *sql.DB, q string, args ...any) (T, error) {
 	var v T
 	err := withPgx(ctx, db, func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, q, args...).Scan(PT(&v).scanDest()...)
+		return c.QueryRow(ctx, q, args...).Scan(pgxDest(PT(&v).scanDest())...)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, errNotFound
 	}
 	return v, err
+}
+
+// pgxDest returns dest with its *sql.NullString and *sql.NullInt64 wrapped so that pgx scans them
+// natively (pgtype's scanner interfaces) rather than through sql.Scanner, which costs an interface
+// value and a conversion per column.
+func pgxDest(dest []any) []any {
+	for i, d := range dest {
+		switch d := d.(type) {
+		case *sql.NullString:
+			dest[i] = pgxNullString{d}
+		case *sql.NullInt64:
+			dest[i] = pgxNullInt64{d}
+		}
+	}
+	return dest
+}
+
+type pgxNullString struct{ p *sql.NullString }
+
+func (n pgxNullString) ScanText(v pgtype.Text) error {
+	*n.p = sql.NullString{String: v.String, Valid: v.Valid}
+	return nil
+}
+
+type pgxNullInt64 struct{ p *sql.NullInt64 }
+
+func (n pgxNullInt64) ScanInt64(v pgtype.Int8) error {
+	*n.p = sql.NullInt64{Int64: v.Int64, Valid: v.Valid}
+	return nil
 }
 
 // withPgx runs fn on a connection of the pool as pgx's own *pgx.Conn: pgx then scans rows into
