@@ -12,7 +12,7 @@ import (
 // Expansion (API.md section 5): expand[]=name embeds the related object an id field points at, in
 // the response of any request. Related objects are loaded with one query per kind of object for the
 // whole response (collect the ids, one `id = ANY($2)`), so a list page costs the same number of
-// queries whatever its length.
+// queries whatever its length; the queries of all kinds go out together, in one round trip.
 
 // relKind is a kind of related object, each loaded by one query.
 type relKind int
@@ -88,7 +88,8 @@ func unknownExpandDetail(v string, allowed []expansion) string {
 // related holds the encoded related objects of one response, by kind and id.
 type related [numRelKinds]map[int64][]byte
 
-// loadRelated loads, with one query per kind, every object the expansions point at from objs.
+// loadRelated loads, with one query per kind (all in one round trip), every object the expansions
+// point at from objs.
 // ref returns the id an object's expansion points at (not valid: null).
 func loadRelated[T any](ctx context.Context, st *store, companyID int64, exps []expansion, objs []T,
 	ref func(*T, string) sql.NullInt64) (*related, error) {
@@ -103,20 +104,11 @@ func loadRelated[T any](ctx context.Context, st *store, companyID int64, exps []
 			}
 		}
 	}
-	var rel related
-	for k, kindIDs := range ids {
-		if len(kindIDs) == 0 {
-			continue
-		}
-		slices.Sort(kindIDs) // a page of 100 contacts names the same few users again and again
-		kindIDs = slices.Compact(kindIDs)
-		m, err := st.relatedObjects(ctx, companyID, relKind(k), kindIDs)
-		if err != nil {
-			return nil, err
-		}
-		rel[k] = m
+	for k := range ids {
+		slices.Sort(ids[k]) // a page of 100 contacts names the same few users again and again
+		ids[k] = slices.Compact(ids[k])
 	}
-	return &rel, nil
+	return st.relatedObjects(ctx, companyID, &ids)
 }
 
 // appendExpanded appends v with its expansions: the encoded object with, before its closing brace,

@@ -757,7 +757,8 @@ func TestExpandedObjectEqualsDirectFetch(t *testing.T) {
 	}
 }
 
-// expQueryCounter counts the queries a store runs (a pgx.QueryTracer).
+// expQueryCounter counts the queries a store runs, alone or in a batch (a pgx.QueryTracer and
+// pgx.BatchTracer).
 type expQueryCounter struct{ n atomic.Int64 }
 
 func (c *expQueryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -766,6 +767,16 @@ func (c *expQueryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pg
 }
 
 func (c *expQueryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *expQueryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (c *expQueryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.n.Add(1)
+}
+
+func (c *expQueryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // expCallAt sends a GET with an API key to the server at base.
 func expCallAt(t *testing.T, base, path, key string) response {

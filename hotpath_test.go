@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,4 +99,74 @@ func FuzzAppendTime(f *testing.F) {
 			t.Errorf("appendTime(%v) = %s; want %s", tm, got, want)
 		}
 	})
+}
+
+// benchWorld is a company with 100 contacts that point at users, organizations, stages and a
+// country, served in process (no HTTP client, no socket): what one request costs the server and
+// the test database, for -benchmem and pprof.
+type benchWorld struct {
+	h     http.Handler
+	key   string
+	first int64 // the first of the company's contacts
+}
+
+func newBenchWorld(b *testing.B) benchWorld {
+	b.Helper()
+	ctx := context.Background()
+	nc, err := testEnv.st.createCompany(ctx, "Bench "+b.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const seed = `
+		WITH u AS (INSERT INTO users (company_id, name) SELECT $1, 'User ' || i FROM generate_series(1, 5) i RETURNING id),
+		o AS (INSERT INTO organizations (company_id, name) SELECT $1, 'Org ' || i FROM generate_series(1, 20) i RETURNING id)
+		INSERT INTO contacts (company_id, name, surname, email, phone, city, country_id, stage_id,
+			organization_id, assigned_to_id, user_creator_id)
+		SELECT $1, 'Ana ' || i, 'Pérez', 'ana' || i || '@example.com', '+34 600 000 000', 'Madrid', 724,
+			(SELECT min(id) FROM stages WHERE company_id = $1 AND board_id IS NULL),
+			(SELECT min(id) + i % 20 FROM o), (SELECT min(id) + i % 5 FROM u), $2
+		FROM generate_series(1, 100) i`
+	if _, err := testEnv.st.db.ExecContext(ctx, seed, nc.CompanyID, nc.UserID); err != nil {
+		b.Fatal(err)
+	}
+	// No rate limit, as in make bench; the request deadline of `rolodex serve`.
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	w := benchWorld{h: newHandlerWith(testEnv.st, log, limits{requestTimeout: 10 * time.Second}), key: nc.APIKey}
+	err = testEnv.st.db.QueryRowContext(ctx, `SELECT min(id) FROM contacts WHERE company_id = $1`, nc.CompanyID).Scan(&w.first)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+const benchAll5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
+
+// BenchmarkServe runs the load benchmark's read scenarios in process, one request at a time.
+func BenchmarkServe(b *testing.B) {
+	w := newBenchWorld(b)
+	for _, bc := range []struct{ name, path string }{
+		{"retrieve", "/v1/contacts/%d"},
+		{"retrieve+5", "/v1/contacts/%d?" + benchAll5},
+		{"list100", "/v1/contacts?limit=100"},
+		{"list100+5", "/v1/contacts?limit=100&" + benchAll5},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			i := int64(0)
+			b.ReportAllocs()
+			for b.Loop() {
+				path := bc.path
+				if strings.Contains(path, "%d") {
+					path = fmt.Sprintf(path, w.first+i%100)
+				}
+				i++
+				req := httptest.NewRequest("GET", path, nil)
+				req.Header.Set("x-api-key", w.key)
+				rec := httptest.NewRecorder()
+				w.h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("GET %s = %d; want 200: %s", path, rec.Code, rec.Body)
+				}
+			}
+		})
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Reference resources (API.md section 4): the objects *Id fields point at, so a client can find the
@@ -172,37 +174,59 @@ func (r *refData) scanDest() []any  { return []any{&r.ID, &r.Code, &r.Name, &r.C
 func (c *currency) scanDest() []any { return append(c.refData.scanDest(), &c.MinorUnit) }
 func (c *country) scanDest() []any  { return append(c.refData.scanDest(), &c.Alpha3) }
 
-// relatedObjects returns the company's objects of a kind with these ids, encoded, by id: one query.
-func (s *store) relatedObjects(ctx context.Context, companyID int64, kind relKind, ids []int64) (map[int64][]byte, error) {
-	out := make(map[int64][]byte, len(ids))
-	var err error
-	switch kind {
-	case relUser:
-		err = encodeInto(ctx, s, out, appendUser, func(u *user) int64 { return u.ID },
-			`SELECT `+userColumns+` FROM users WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
-	case relOrganization:
-		err = encodeInto(ctx, s, out, appendOrganization, func(o *organization) int64 { return o.ID },
-			`SELECT `+organizationColumns+` FROM organizations WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
-	case relStage:
-		err = encodeInto(ctx, s, out, appendStage, func(st *stage) int64 { return st.ID },
-			`SELECT `+stageColumns+` FROM stages WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
-	case relCountry:
-		err = encodeInto(ctx, s, out, appendCountry, func(c *country) int64 { return c.ID },
-			`SELECT `+countryColumns+` FROM countries WHERE id = ANY($1)`, ids)
+// relatedObjects returns the company's objects with these ids (by kind; each sorted, without
+// repeats), encoded, by kind and id: one query per kind that has ids, all sent in one round trip.
+func (s *store) relatedObjects(ctx context.Context, companyID int64, ids *[numRelKinds][]int64) (*related, error) {
+	var rel related
+	var b pgx.Batch
+	for k, kindIDs := range ids {
+		if len(kindIDs) == 0 {
+			continue
+		}
+		out := make(map[int64][]byte, len(kindIDs))
+		rel[k] = out
+		switch relKind(k) {
+		case relUser:
+			queueEncoded(&b, out, appendUser, func(u *user) int64 { return u.ID },
+				`SELECT `+userColumns+` FROM users WHERE company_id = $1 AND id = ANY($2)`, companyID, kindIDs)
+		case relOrganization:
+			queueEncoded(&b, out, appendOrganization, func(o *organization) int64 { return o.ID },
+				`SELECT `+organizationColumns+` FROM organizations WHERE company_id = $1 AND id = ANY($2)`, companyID, kindIDs)
+		case relStage:
+			queueEncoded(&b, out, appendStage, func(st *stage) int64 { return st.ID },
+				`SELECT `+stageColumns+` FROM stages WHERE company_id = $1 AND id = ANY($2)`, companyID, kindIDs)
+		case relCountry:
+			queueEncoded(&b, out, appendCountry, func(c *country) int64 { return c.ID },
+				`SELECT `+countryColumns+` FROM countries WHERE id = ANY($1)`, kindIDs)
+		}
 	}
+	if b.Len() == 0 {
+		return &rel, nil
+	}
+	err := withPgx(ctx, s.db, func(c *pgx.Conn) error { return c.SendBatch(ctx, &b).Close() })
 	if err != nil {
 		return nil, fmt.Errorf("load related objects: %w", err)
 	}
-	return out, nil
+	return &rel, nil
 }
 
-func encodeInto[T any, PT scanner[T]](ctx context.Context, s *store, out map[int64][]byte, enc func([]byte, *T) []byte,
-	id func(*T) int64, q string, args ...any) error {
-	vs, err := queryRows[T, PT](ctx, s.db, 0, q, args...)
-	for i := range vs {
-		out[id(&vs[i])] = enc(nil, &vs[i])
-	}
-	return err
+// queueEncoded queues q on b; its rows are encoded with enc into out, by id.
+func queueEncoded[T any, PT scanner[T]](b *pgx.Batch, out map[int64][]byte, enc func([]byte, *T) []byte,
+	id func(*T) int64, q string, args ...any) {
+	b.Queue(q, args...).Query(func(rows pgx.Rows) error {
+		var v T
+		dest := pgxDest(PT(&v).scanDest()) // every column is scanned on every row, so v needs no reset
+		var buf []byte                     // one buffer for all the objects: out keeps slices of it
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			start := len(buf)
+			buf = enc(buf, &v)
+			out[id(&v)] = buf[start:len(buf):len(buf)]
+		}
+		return rows.Err()
+	})
 }
 
 // refResource binds a reference type to the generic list and retrieve handlers. listQ selects the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // resource binds one API resource (contacts, business, and the reference resources) to the generic
@@ -35,7 +36,7 @@ type resource[T any] struct {
 // listRows and countRows make a resource's list and count from its statements: selectSQL
 // ("SELECT <columns> FROM t WHERE company_id = $1") and countSQL ("SELECT count(*) FROM t WHERE
 // company_id = $1"), to which the list's filters, cursor and order are added.
-func listRows[T any, PT scanner[T]](db querier, selectSQL string) func(context.Context, int64, *listQuery) ([]T, error) {
+func listRows[T any, PT scanner[T]](db *sql.DB, selectSQL string) func(context.Context, int64, *listQuery) ([]T, error) {
 	return func(ctx context.Context, companyID int64, lq *listQuery) ([]T, error) {
 		q, args := lq.selectSQL(selectSQL, companyID)
 		return queryRows[T, PT](ctx, db, lq.limit+1, q, args...)
@@ -51,8 +52,14 @@ func countRows(db querier, countSQL string) func(context.Context, int64, *listQu
 	}
 }
 
-// respond writes objs (one object, or a list page when page is not nil) with the expansions exps,
-// loading the related objects first: one query per kind of related object.
+// respBuffers holds response buffers between requests, as encoding/json pools its encoders. A buffer
+// that grew beyond maxPooledBuffer is left to the collector, so a rare huge page does not stay pinned.
+var respBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuffer = 256 << 10
+
+// respond writes objs (one object, or a list page when lq is not nil) with the expansions exps,
+// loading the related objects first (loadRelated), into a pooled buffer.
 func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, status int,
 	exps []expansion, objs []T, lq *listQuery, next string) {
 	rel, err := loadRelated(r.Context(), res.st, tenantOf(r).companyID, exps, objs, res.ref)
@@ -60,25 +67,32 @@ func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slo
 		writeError(w, r, log, err)
 		return
 	}
+	buf := respBuffers.Get().(*[]byte)
+	b := (*buf)[:0]
 	if lq == nil {
 		v := &objs[0]
 		if res.version != nil {
 			w.Header().Set("ETag", etag(res.version(v)))
 		}
-		writeJSON(w, status, append(appendExpanded(make([]byte, 0, 1024), res, v, exps, rel), '\n'))
-		return
-	}
-	b := make([]byte, 0, 600*len(objs)+128)
-	b = append(b, `{"data":[`...)
-	for i := range objs {
-		if i > 0 {
-			b = append(b, ',')
+		b = appendExpanded(b, res, v, exps, rel)
+	} else {
+		b = append(b, `{"data":[`...)
+		for i := range objs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendExpanded(b, res, &objs[i], exps, rel)
 		}
-		b = appendExpanded(b, res, &objs[i], exps, rel)
+		b = append(b, "],"...)
+		b = appendPagination(b, lq.limit, next)
+		b = append(b, '}')
 	}
-	b = append(b, "],"...)
-	b = appendPagination(b, lq.limit, next)
-	writeJSON(w, status, append(b, "}\n"...))
+	b = append(b, '\n')
+	writeJSON(w, status, b) // the body is written out (or compressed) before this returns
+	if cap(b) <= maxPooledBuffer {
+		*buf = b
+		respBuffers.Put(buf)
+	}
 }
 
 // handleList answers GET /v1/{resource}: {"data": [...], "pagination": {...}}.

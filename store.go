@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -308,31 +309,95 @@ type scanner[T any] interface {
 }
 
 // queryRows runs q and scans every row into a new T; limit sizes the slice.
-func queryRows[T any, PT scanner[T]](ctx context.Context, db querier, limit int, q string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
+func queryRows[T any, PT scanner[T]](ctx context.Context, db *sql.DB, limit int, q string, args ...any) ([]T, error) {
+	var out []T
+	err := withPgx(ctx, db, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = make([]T, 0, limit)
+		var v T
+		dest := pgxDest(PT(&v).scanDest()) // every column is scanned on every row, so v needs no reset
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return rows.Err()
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := make([]T, 0, limit)
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(PT(&v).scanDest()...); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // queryOne runs q for one row, errNotFound when there is none.
-func queryOne[T any, PT scanner[T]](ctx context.Context, db querier, q string, args ...any) (T, error) {
+func queryOne[T any, PT scanner[T]](ctx context.Context, db *sql.DB, q string, args ...any) (T, error) {
 	var v T
-	err := db.QueryRowContext(ctx, q, args...).Scan(PT(&v).scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := withPgx(ctx, db, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, q, args...).Scan(pgxDest(PT(&v).scanDest())...)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return v, errNotFound
 	}
 	return v, err
+}
+
+// pgxDest returns dest with its *sql.NullString and *sql.NullInt64 wrapped so that pgx scans them
+// natively (pgtype's scanner interfaces) rather than through sql.Scanner, which costs an interface
+// value and a conversion per column.
+func pgxDest(dest []any) []any {
+	for i, d := range dest {
+		switch d := d.(type) {
+		case *sql.NullString:
+			dest[i] = pgxNullString{d}
+		case *sql.NullInt64:
+			dest[i] = pgxNullInt64{d}
+		}
+	}
+	return dest
+}
+
+type pgxNullString struct{ p *sql.NullString }
+
+func (n pgxNullString) ScanText(v pgtype.Text) error {
+	*n.p = sql.NullString{String: v.String, Valid: v.Valid}
+	return nil
+}
+
+type pgxNullInt64 struct{ p *sql.NullInt64 }
+
+func (n pgxNullInt64) ScanInt64(v pgtype.Int8) error {
+	*n.p = sql.NullInt64{Int64: v.Int64, Valid: v.Valid}
+	return nil
+}
+
+// withPgx runs fn on a connection of the pool as pgx's own *pgx.Conn: pgx then scans rows into
+// their destinations directly, without database/sql's per-column conversion (convertAssign) and
+// its allocations, and can send several queries in one round trip (a pgx.Batch). The pool stays
+// database/sql's. Like database/sql, it tries another connection when the one it got turns out
+// broken before anything was sent.
+func withPgx(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error {
+	for try := 1; ; try++ {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Raw(func(dc any) error {
+			err := fn(dc.(*stdlib.Conn).Conn())
+			if pgconn.SafeToRetry(err) {
+				return driver.ErrBadConn // database/sql drops this connection
+			}
+			return err
+		})
+		conn.Close()
+		if !errors.Is(err, driver.ErrBadConn) || try == 3 {
+			return err
+		}
+	}
 }
 
 // refErrors returns a field error for each reference whose check failed: fields[i] names the field,
