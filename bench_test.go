@@ -584,7 +584,8 @@ func benchScenarios(t *testing.T, ctx context.Context, db *benchDB, c benchCompa
 	listContacts, listVars := listSQL(url.Values{"limit": {"100"}}, nil)
 	randIDs := fmt.Sprintf("\\set id random(%d, %d)\n", c.ContactLo, c.ContactHi)
 	// The four expansion queries of one contact (relatedObjects): users for assignedTo and
-	// userCreator, then organization, stage, country, each skipped when its id is null (30%).
+	// userCreator, then organization, stage, country, each skipped when its id is null (30%), in one
+	// pipeline: the server sends them as one pgx batch, one round trip.
 	expandOne := fmt.Sprintf(`\set u1 random(%d, %d)
 \set u2 random(%d, %d)
 \set o random(%d, %d)
@@ -592,6 +593,7 @@ func benchScenarios(t *testing.T, ctx context.Context, db *benchDB, c benchCompa
 \set r1 random(1, 10)
 \set r2 random(1, 10)
 \set r3 random(1, 10)
+\startpipeline
 SELECT `+one(userColumns)+` FROM users WHERE company_id = :cid AND id = ANY(ARRAY[:u1, :u2]::bigint[]);
 \if :r1 <= 7
 SELECT `+one(organizationColumns)+` FROM organizations WHERE company_id = :cid AND id = ANY(ARRAY[:o]::bigint[]);
@@ -602,12 +604,15 @@ SELECT `+one(stageColumns)+` FROM stages WHERE company_id = :cid AND id = ANY(AR
 \if :r3 <= 7
 SELECT `+one(countryColumns)+` FROM countries WHERE id = ANY(ARRAY[724]::bigint[]);
 \endif
+\endpipeline
 `, uLo, uHi, uLo, uHi, oLo, oHi, sLo, sHi)
 	// A page's expansion queries take the ids of the page's contacts, as the server collects them.
-	expandPage := `SELECT ` + one(userColumns) + ` FROM users WHERE company_id = :cid AND id = ANY(:users);
+	expandPage := `\startpipeline
+SELECT ` + one(userColumns) + ` FROM users WHERE company_id = :cid AND id = ANY(:users);
 SELECT ` + one(organizationColumns) + ` FROM organizations WHERE company_id = :cid AND id = ANY(:orgs);
 SELECT ` + one(stageColumns) + ` FROM stages WHERE company_id = :cid AND id = ANY(:stages);
 SELECT ` + one(countryColumns) + ` FROM countries WHERE id = ANY(:countries);
+\endpipeline
 `
 	pageVars := firstPageRefs(t, ctx, db.st, c.ID)
 	all5 := "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
