@@ -50,8 +50,8 @@ CREATE INDEX business_currency ON business (company_id, currency_id, id);
 
 -- q (contains, case-insensitive) is served by trigram indexes when the pg_trgm extension can be
 -- created (it ships with PostgreSQL; creating it needs the CREATE privilege on the database). When
--- it cannot, q still works: it filters the company's rows without an index, and the server logs
--- nothing about it, so the migration says so here and in a NOTICE.
+-- it cannot, q still works without them (it filters the company's rows), and the migration says so
+-- in a NOTICE.
 DO $$
 BEGIN
     CREATE EXTENSION IF NOT EXISTS pg_trgm;
