@@ -188,16 +188,6 @@ func (b *business) scanDest() []any {
 		&b.CreatedAt, &b.UpdatedAt, &b.Version}
 }
 
-// getBusiness returns the company's business id, or errNotFound.
-func (s *store) getBusiness(ctx context.Context, companyID, id int64) (business, error) {
-	q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id = $2`
-	v, err := queryOne[business](ctx, s.db, q, companyID, id)
-	if err != nil && !errors.Is(err, errNotFound) {
-		err = fmt.Errorf("get business %d: %w", id, err)
-	}
-	return v, err
-}
-
 // businessLists is what GET /v1/business and /v1/business/count take (API.md section 6).
 // schema/0003_lists.sql has an index for each sort and id filter.
 var businessLists = &listSpec{
@@ -390,7 +380,7 @@ func businessResource(st *store) *resource[business] {
 		list:       listRows[business](st.db, `SELECT `+businessColumns+` FROM business WHERE company_id = $1`),
 		count:      countRows(st.db, `SELECT count(*) FROM business WHERE company_id = $1`),
 		sortKey:    businessSortKey,
-		get:        st.getBusiness,
+		get:        getJoined[business](st.db, "business", businessColumns, businessExpansions),
 		create:     st.createBusiness,
 		update:     st.updateBusiness,
 		delete:     st.deleteBusiness,

@@ -127,16 +127,6 @@ func (c *contact) writableValues() []any {
 		c.OrganizationID, c.AssignedToID}
 }
 
-// getContact returns the company's contact id, or errNotFound.
-func (s *store) getContact(ctx context.Context, companyID, id int64) (contact, error) {
-	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2`
-	v, err := queryOne[contact](ctx, s.db, q, companyID, id)
-	if err != nil && !errors.Is(err, errNotFound) {
-		err = fmt.Errorf("get contact %d: %w", id, err)
-	}
-	return v, err
-}
-
 // contactLists is what GET /v1/contacts and /v1/contacts/count take (API.md section 6).
 // schema/0003_lists.sql has an index for each sort and id filter.
 var contactLists = &listSpec{
@@ -281,7 +271,7 @@ func contactsResource(st *store) *resource[contact] {
 		list:       listRows[contact](st.db, `SELECT `+contactColumns+` FROM contacts WHERE company_id = $1`),
 		count:      countRows(st.db, `SELECT count(*) FROM contacts WHERE company_id = $1`),
 		sortKey:    contactSortKey,
-		get:        st.getContact,
+		get:        getJoined[contact](st.db, "contacts", contactColumns, contactExpansions),
 		create:     st.createContact,
 		update:     st.updateContact,
 		delete:     st.deleteContact,

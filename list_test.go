@@ -794,12 +794,17 @@ func explainLists(t *testing.T, db *sql.DB, companyID int64, settings string) []
 	explain := func(q string, args []any) string { return explainSQL(t, db, settings, q, args) }
 	var plans []listPlan
 	for _, tc := range []struct {
-		table, selectSQL string
-		spec             *listSpec
+		table, columns string
+		spec           *listSpec
+		expansions     []expansion
 	}{
-		{"contacts", `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1`, contactLists},
-		{"business", `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1`, businessLists},
+		{"contacts", contactColumns, contactLists, contactExpansions},
+		{"business", businessColumns, businessLists, businessExpansions},
 	} {
+		selectSQL := `SELECT ` + tc.columns + ` FROM ` + tc.table + ` WHERE company_id = $1`
+		// A retrieve with every expansion joined in: primary-key probes only.
+		q := joinedGetSQL(tc.table, tc.columns, tc.expansions)
+		plans = append(plans, listPlan{tc.table, "retrieve with every expansion", false, q, explain(q, []any{companyID, 500})})
 		countSQL := `SELECT count(*) FROM ` + tc.table + ` WHERE company_id = $1`
 		for _, s := range append([]sortField{byID}, tc.spec.sorts...) {
 			for _, sort := range []string{s.name, "-" + s.name} {
@@ -816,7 +821,7 @@ func explainLists(t *testing.T, db *sql.DB, companyID int64, settings string) []
 					if after != nil {
 						what += fmt.Sprintf(" after a cursor (null key: %v)", after.null)
 					}
-					q, args := lq.selectSQL(tc.selectSQL, companyID)
+					q, args := lq.selectSQL(selectSQL, companyID)
 					plans = append(plans, listPlan{tc.table, what, true, q, explain(q, args)})
 				}
 			}
@@ -833,13 +838,13 @@ func explainLists(t *testing.T, db *sql.DB, companyID int64, settings string) []
 			if aerr != nil {
 				t.Fatal(aerr)
 			}
-			q, args := lq.selectSQL(tc.selectSQL, companyID)
+			q, args := lq.selectSQL(selectSQL, companyID)
 			plans = append(plans, listPlan{tc.table, fl.name + "=" + v, false, q, explain(q, args)})
 			q, args = lq.countSQL(countSQL, companyID)
 			plans = append(plans, listPlan{tc.table, "count " + fl.name + "=" + v, false, q, explain(q, args)})
 		}
 		lq, _ := tc.spec.parse(url.Values{"updatedAt[gte]": {"2026-05-01T00:00:00Z"}, "sort": {"updatedAt"}})
-		q, args := lq.selectSQL(tc.selectSQL, companyID)
+		q, args := lq.selectSQL(selectSQL, companyID)
 		plans = append(plans, listPlan{tc.table, "updatedAt[gte] with sort=updatedAt", true, q, explain(q, args)})
 		q, args = (&listQuery{sort: &byID}).countSQL(countSQL, companyID)
 		plans = append(plans, listPlan{tc.table, "count", false, q, explain(q, args)})

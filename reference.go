@@ -236,8 +236,9 @@ func refResource[T any, PT scanner[T]](st *store, path, listQ, getQ string, enc 
 	res := &resource[T]{st: st, path: path, encode: enc, id: id, lists: &listSpec{}}
 	res.list = listRows[T, PT](st.db, listQ)
 	if getQ != "" {
-		res.get = func(ctx context.Context, companyID, id int64) (T, error) {
-			return queryOne[T, PT](ctx, st.db, getQ, companyID, id)
+		res.get = func(ctx context.Context, companyID, id int64, _ []expansion) (T, *related, error) {
+			v, err := queryOne[T, PT](ctx, st.db, getQ, companyID, id)
+			return v, nil, err
 		}
 	}
 	return res

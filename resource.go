@@ -20,7 +20,7 @@ type resource[T any] struct {
 
 	list   func(ctx context.Context, companyID int64, lq *listQuery) ([]T, error) // limit+1 rows
 	count  func(ctx context.Context, companyID int64, lq *listQuery) (int64, error)
-	get    func(ctx context.Context, companyID, id int64) (T, error)
+	get    func(ctx context.Context, companyID, id int64, exps []expansion) (T, *related, error) // with exps' objects
 	create func(ctx context.Context, t tenant, members []member) (T, error)
 	update func(ctx context.Context, companyID, id int64, ifMatch string, members []member) (T, error)
 	delete func(ctx context.Context, companyID, id int64, ifMatch string) error
@@ -59,13 +59,16 @@ var respBuffers = sync.Pool{New: func() any { return new([]byte) }}
 const maxPooledBuffer = 256 << 10
 
 // respond writes objs (one object, or a list page when lq is not nil) with the expansions exps,
-// loading the related objects first (loadRelated), into a pooled buffer.
+// into a pooled buffer. rel holds the related objects when they came with objs; when it is nil they
+// are loaded first (loadRelated).
 func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slog.Logger, status int,
-	exps []expansion, objs []T, lq *listQuery, next string) {
-	rel, err := loadRelated(r.Context(), res.st, tenantOf(r).companyID, exps, objs, res.ref)
-	if err != nil {
-		writeError(w, r, log, err)
-		return
+	exps []expansion, objs []T, rel *related, lq *listQuery, next string) {
+	if rel == nil {
+		var err error
+		if rel, err = loadRelated(r.Context(), res.st, tenantOf(r).companyID, exps, objs, res.ref); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
 	}
 	buf := respBuffers.Get().(*[]byte)
 	b := (*buf)[:0]
@@ -141,7 +144,7 @@ func handleList[T any](res *resource[T], log *slog.Logger) http.Handler {
 			}
 			next = lq.cursor(key, scope, res.id(last), sortKey, null)
 		}
-		res.respond(w, r, log, http.StatusOK, exps, vs, lq, next)
+		res.respond(w, r, log, http.StatusOK, exps, vs, nil, lq, next)
 	})
 }
 
@@ -190,7 +193,8 @@ func objectRequest(r *http.Request, withID bool, allowed []expansion) (int64, []
 	return id, exps, aerr
 }
 
-// handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
+// handleGet answers GET /v1/{resource}/{id}: the object, with its ETag; one statement fetches it
+// and what it expands.
 func handleGet[T any](res *resource[T], log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -199,12 +203,12 @@ func handleGet[T any](res *resource[T], log *slog.Logger) http.Handler {
 			writeProblem(w, r, aerr)
 			return
 		}
-		v, err := res.get(r.Context(), t.companyID, id)
+		v, rel, err := res.get(r.Context(), t.companyID, id, exps)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, "")
+		res.respond(w, r, log, http.StatusOK, exps, []T{v}, rel, nil, "")
 	})
 }
 
@@ -227,7 +231,7 @@ func handleCreate[T any](res *resource[T], log *slog.Logger) http.Handler {
 			return
 		}
 		w.Header().Set("Location", res.path+"/"+strconv.FormatInt(res.id(&v), 10))
-		res.respond(w, r, log, http.StatusCreated, exps, []T{v}, nil, "")
+		res.respond(w, r, log, http.StatusCreated, exps, []T{v}, nil, nil, "")
 	})
 }
 
@@ -249,7 +253,7 @@ func handleUpdate[T any](res *resource[T], log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, "")
+		res.respond(w, r, log, http.StatusOK, exps, []T{v}, nil, nil, "")
 	})
 }
 
