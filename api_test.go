@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,6 +309,45 @@ func TestUnreachableDatabaseIs503NotA500(t *testing.T) {
 		}
 		if strings.Contains(string(body), "connect") || strings.Contains(string(body), addr) {
 			t.Errorf("GET %s: driver text reached the client: %s", path, body)
+		}
+	}
+}
+
+// TestTuneGC: the server process collects only as its memory nears ROLODEX_MEMORY_LIMIT, unless the
+// Go runtime's own variables are set or the limit is 0; a bad value is an error. (It changes the
+// test process's collector for a moment and puts it back.)
+func TestTuneGC(t *testing.T) {
+	prevLimit, prevPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	restore := func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevPercent) }
+	defer restore()
+	for _, tt := range []struct {
+		env       map[string]string
+		wantLimit int64 // 0: left as it was
+		wantErr   bool
+	}{
+		{env: nil, wantLimit: defaultMemoryLimit << 20},
+		{env: map[string]string{"ROLODEX_MEMORY_LIMIT": "64"}, wantLimit: 64 << 20},
+		{env: map[string]string{"ROLODEX_MEMORY_LIMIT": "0"}},
+		{env: map[string]string{"GOGC": "200"}},
+		{env: map[string]string{"GOMEMLIMIT": "100MiB"}},
+		{env: map[string]string{"ROLODEX_MEMORY_LIMIT": "-1"}, wantErr: true},
+		{env: map[string]string{"ROLODEX_MEMORY_LIMIT": "40MiB"}, wantErr: true},
+	} {
+		debug.SetMemoryLimit(prevLimit)
+		debug.SetGCPercent(100)
+		err := tuneGC(func(k string) string { return tt.env[k] })
+		limit, percent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+		switch {
+		case tt.wantErr:
+			if err == nil {
+				t.Errorf("tuneGC(%v) = nil; want an error", tt.env)
+			}
+		case err != nil:
+			t.Errorf("tuneGC(%v) = %v", tt.env, err)
+		case tt.wantLimit != 0 && (limit != tt.wantLimit || percent != -1):
+			t.Errorf("tuneGC(%v): memory limit %d, GOGC %d; want %d and off", tt.env, limit, percent, tt.wantLimit)
+		case tt.wantLimit == 0 && (limit != prevLimit || percent != 100):
+			t.Errorf("tuneGC(%v): memory limit %d, GOGC %d; want them untouched", tt.env, limit, percent)
 		}
 	}
 }

@@ -41,6 +41,10 @@ ROLODEX_* variables set the same options as the flags; a flag wins over its vari
 var errUsage = errors.New("usage")
 
 func main() {
+	if err := tuneGC(os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "rolodex:", err)
+		os.Exit(2)
+	}
 	err := run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
@@ -50,6 +54,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rolodex:", err)
 		os.Exit(1)
 	}
+}
+
+// defaultMemoryLimit is the memory, in MiB, the Go runtime aims to stay under (ROLODEX_MEMORY_LIMIT).
+const defaultMemoryLimit = 40
+
+// tuneGC sets the process's garbage collector: it collects only as the memory in use nears
+// ROLODEX_MEMORY_LIMIT MiB (default 40; 0 keeps Go's default, collecting whenever the heap has
+// doubled). A request leaves almost nothing behind, so the live heap stays a few MiB and Go's default
+// collects dozens of times a second under load; `make bench` serves about a fifth more requests a
+// second this way. GOGC or GOMEMLIMIT in the environment win: the runtime has read them. This is in
+// main, not run, because it changes the whole process and the tests call run in theirs.
+func tuneGC(getenv func(string) string) error {
+	mib, err := envInt(getenv, "ROLODEX_MEMORY_LIMIT", defaultMemoryLimit)
+	if err != nil {
+		return err
+	}
+	if mib < 0 {
+		return fmt.Errorf("ROLODEX_MEMORY_LIMIT must be 0 or more MiB, not %d", mib)
+	}
+	if mib == 0 || getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
+		return nil
+	}
+	debug.SetMemoryLimit(int64(mib) << 20)
+	debug.SetGCPercent(-1)
+	return nil
 }
 
 // run is the whole program: it parses args (args[0] is the program name), reads configuration through
