@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -131,6 +132,14 @@ func TestBench(t *testing.T) {
 		if s.skip == "" {
 			s.skip = probeScenario(srv.base, s, key)
 			r.scenario.skip = s.skip
+		}
+		if s.skip == "" {
+			// An untimed warm-up first, as pgbench then runs on the pages the server's rounds read.
+			warm := cfg
+			warm.duration = min(cfg.duration, 3*time.Second)
+			if _, err := runWrk(warm, srv.base, s, key); err != nil {
+				t.Fatalf("%s: warm-up: %v", s.name, err)
+			}
 		}
 		for round := 1; round <= cfg.rounds && s.skip == ""; round++ {
 			h, err := runWrk(cfg, srv.base, s, key)
@@ -975,6 +984,12 @@ func profileInProcess(t *testing.T, ctx context.Context, cfg benchConfig, db *be
 	}()
 	defer func() { cancel(); <-done }()
 	if err := waitHealthy("http://"+addr, done); err != nil {
+		t.Fatal(err)
+	}
+	// The collector as the rolodex binary sets it (tuneGC, in main), for this process while it profiles.
+	prevLimit, prevPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	defer func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevPercent) }()
+	if err := tuneGC(os.Getenv); err != nil {
 		t.Fatal(err)
 	}
 	runtime.MemProfileRate = 64 << 10
