@@ -117,6 +117,11 @@ func TestBench(t *testing.T) {
 	scenarios := benchScenarios(t, ctx, db, c)
 	var results []scenarioResult
 	staticRes := scenarioResult{scenario: benchScenario{name: "static 600-byte JSON (HTTP ceiling)"}}
+	// The static server runs in this process: give it the collector the rolodex binary has (tuneGC).
+	prevLimit, prevPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	if err := tuneGC(os.Getenv); err != nil {
+		t.Fatal(err)
+	}
 	for round := 1; round <= cfg.rounds; round++ {
 		st, err := runWrk(cfg, "http://"+static.Addr, benchScenario{method: "GET", path: "/v1/static"}, key)
 		if err != nil {
@@ -124,6 +129,8 @@ func TestBench(t *testing.T) {
 		}
 		staticRes.http = append(staticRes.http, st)
 	}
+	debug.SetMemoryLimit(prevLimit)
+	debug.SetGCPercent(prevPercent)
 	for _, s := range scenarios {
 		if cfg.only != "" && !strings.Contains(s.name, cfg.only) {
 			continue
