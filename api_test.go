@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -165,17 +170,17 @@ func TestAccessLogNamesRouteAndCompanyButNeverTheKey(t *testing.T) {
 	c := newTestCompany(t)
 	r := call(t, "GET", "/v1/nope", c.key, "", "X-Request-Id", "log-test-"+randomHex(4))
 	id := r.header.Get("X-Request-Id")
+	raw := waitLogLine(t, testEnv.log, `"requestId":"`+id+`"`)
 	var line map[string]any
-	for _, l := range strings.Split(testEnv.log.String(), "\n") {
-		if strings.Contains(l, id) {
-			json.Unmarshal([]byte(l), &line)
-		}
-	}
-	if line == nil {
-		t.Fatalf("no access log line with request id %s", id)
+	if err := json.Unmarshal([]byte(raw), &line); err != nil {
+		t.Fatalf("access log line %s: %v", raw, err)
 	}
 	if line["method"] != "GET" || line["status"] != float64(404) || line["companyId"] != float64(c.id) || line["route"] != "/" {
 		t.Errorf("access log line %v; want method GET, status 404, companyId %d, route /", line, c.id)
+	}
+	want := []string{"time", "level", "msg", "requestId", "method", "route", "status", "durationMs", "companyId"}
+	if diff := cmp.Diff(want, jsonKeys(t, raw)); diff != "" {
+		t.Errorf("access log line's keys (-want +got):\n%s", diff)
 	}
 	if strings.Contains(testEnv.log.String(), c.key[keyPrefixLen:]) {
 		t.Error("the server log contains an API key")
@@ -189,7 +194,7 @@ func TestPanicBecomesLogged500AndServerKeepsServing(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /boom", func(w http.ResponseWriter, r *http.Request) { panic("kaboom") })
 	mux.HandleFunc("GET /fine", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, []byte(`{}`)) })
-	srv := httptest.NewServer(withRequestLog(log, newRequestIDs(), withPattern(mux)))
+	srv := httptest.NewServer(withRequestLog(log, newRequestIDs(), 0, withPattern(mux)))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/boom")
@@ -349,5 +354,250 @@ func TestTuneGC(t *testing.T) {
 		case tt.wantLimit == 0 && (limit != prevLimit || percent != 100):
 			t.Errorf("tuneGC(%v): memory limit %d, GOGC %d; want them untouched", tt.env, limit, percent)
 		}
+	}
+}
+
+// waitLogLine returns the first line of log that contains s, waiting up to 10 seconds for it: the
+// server writes its log asynchronously.
+func waitLogLine(t *testing.T, log *syncBuffer, s string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(log.String(), "\n") {
+			if strings.Contains(l, s) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %s in:\n%s", s, log.String())
+		}
+	}
+}
+
+// jsonKeys returns the keys of the JSON object in line, in order.
+func jsonKeys(t *testing.T, line string) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(line))
+	var keys []string
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s: not a JSON object (%v)", line, err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		keys = append(keys, tok.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	return keys
+}
+
+// The access log's line is written by hand for speed; it must stay the bytes slog writes.
+func TestAccessLineIsSlogs(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC)
+	cases := []struct {
+		name      string
+		end       time.Time
+		id        string
+		method    string
+		route     string
+		status    int
+		companyID int64
+	}{
+		{"a retrieve", start.Add(1234567 * time.Nanosecond), "a1b2c3d4e5f6-1", "GET", "GET /v1/contacts/{id}", 200, 42},
+		{"no route, no company", start, "client-id.42", "GET", "", 0, 0},
+		{"whole milliseconds", start.Add(3 * time.Millisecond), "x", "DELETE", "/", 404, 1},
+		{"one microsecond", start.Add(time.Microsecond), "x", "PATCH", "/", 503, 1<<63 - 1},
+		{"an hour and a half", start.Add(90*time.Minute + 7*time.Microsecond), strings.Repeat("z", 128), "POST", "POST /v1/business", 201, 7},
+		{"an instant in whole seconds, another zone", time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 2*3600)), "x", "GET", "/", 200, 1},
+		{"the local zone", start.Add(time.Millisecond).Local(), "x", "GET", "/", 200, 1},
+		{"a token method with & < >", start.Add(time.Millisecond), "x", "A&B<C>", "/", 405, 1},
+		// Strings that need escaping take slog's own path.
+		{"a quote and a backslash", start, `i"d\`, "GET", "/", 200, 1},
+		{"control bytes and UTF-8", start, "\b\f\n\x00é\u2028\xff", "GET", "/", 200, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ri := &reqInfo{id: c.id, pattern: c.route, companyID: c.companyID}
+			var want, got bytes.Buffer
+			logAccess(context.Background(), slog.New(slog.NewJSONHandler(&want, nil)), nil, ri, c.method, c.status, start, c.end)
+			log := newLogger(&got)
+			logAccess(context.Background(), log, logWriterOf(log), ri, c.method, c.status, start, c.end)
+			flushLog(log)
+			if diff := cmp.Diff(want.String(), got.String()); diff != "" {
+				t.Errorf("access line (-slog +by hand):\n%s", diff)
+			}
+		})
+	}
+}
+
+// lineWriter records what a logWriter writes, failing the test when two writes overlap.
+type lineWriter struct {
+	t      *testing.T
+	busy   atomic.Bool
+	mu     sync.Mutex
+	writes [][]byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	if !w.busy.CompareAndSwap(false, true) {
+		w.t.Error("two writes to the log's output at once")
+	}
+	defer w.busy.Store(false)
+	time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) // lets lines pile up into batches
+	w.mu.Lock()
+	w.writes = append(w.writes, bytes.Clone(p))
+	w.mu.Unlock()
+	return len(p), nil
+}
+
+func TestLogLinesWrittenConcurrentlyNeverInterleave(t *testing.T) {
+	t.Parallel()
+	out := &lineWriter{t: t}
+	log := newLogger(out)
+	lw := logWriterOf(log)
+	const goroutines, lines = 8, 300
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for n := range lines {
+				id := fmt.Sprintf("g%d-n%d", g, n)
+				switch {
+				case n%100 == 99: // longer than the whole buffer
+					log.Info("big", "id", id, "pad", strings.Repeat("b", logBufferBytes+n))
+				case n%2 == 0:
+					log.Info("other", "id", id, "pad", strings.Repeat("p", n))
+				default:
+					ri := &reqInfo{id: id, pattern: "GET /v1/contacts/{id}", companyID: int64(g)}
+					logAccess(context.Background(), log, lw, ri, "GET", 200, time.Now(), time.Now())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	flushLog(log)
+
+	var all []byte
+	seen := map[string]bool{}
+	for _, w := range out.writes {
+		if len(w) == 0 || w[len(w)-1] != '\n' {
+			t.Fatalf("a write that does not end a line: %.80q", w)
+		}
+		if len(w) > logBufferBytes && bytes.Count(w, []byte("\n")) > 1 {
+			t.Errorf("a write of %d bytes and several lines; want at most %d bytes, or one line", len(w), logBufferBytes)
+		}
+		all = append(all, w...)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(string(all), "\n"), "\n") {
+		var v struct {
+			ID        string
+			RequestID string
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("a log line that is not JSON: %.200q: %v", l, err)
+		}
+		seen[v.ID+v.RequestID] = true
+	}
+	if len(seen) != goroutines*lines {
+		t.Errorf("%d distinct lines; want %d", len(seen), goroutines*lines)
+	}
+	if len(out.writes) >= goroutines*lines {
+		t.Errorf("%d writes for %d lines; want lines batched", len(out.writes), goroutines*lines)
+	}
+}
+
+// blockedWriter is a log output that does not return until it is released.
+type blockedWriter struct {
+	entered chan struct{} // receives when a write starts
+	release chan struct{}
+	buf     syncBuffer
+}
+
+func (w *blockedWriter) Write(p []byte) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-w.release
+	return w.buf.Write(p)
+}
+
+func TestLogWriterWaitsWhenFullAndNeverDrops(t *testing.T) {
+	t.Parallel()
+	out := &blockedWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	lw := newLogWriter(out)
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	lw.Write(line)
+	<-out.entered // the flusher took the line and is blocked in out
+	n := 1
+	for range logBufferBytes / len(line) { // fills the queue
+		lw.Write(line)
+		n++
+	}
+	returned := make(chan struct{})
+	go func() {
+		lw.Write(line)
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("a write to a full queue returned; want it to wait for room")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(out.release)
+	<-returned
+	n++
+	lw.Flush()
+	if got, want := out.buf.String(), strings.Repeat(string(line), n); got != want {
+		t.Errorf("wrote %d bytes; want all %d lines (%d bytes)", len(got), n, len(want))
+	}
+}
+
+// slowWriter is a log output that takes its time over every write.
+type slowWriter struct{ buf syncBuffer }
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(20 * time.Millisecond)
+	return w.buf.Write(p)
+}
+
+// The log is written asynchronously: when run returns, the last request's access line and the
+// "stopped" line must have been written all the same.
+func TestShutdownWritesTheWholeLog(t *testing.T) {
+	t.Parallel()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
+	out := &slowWriter{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return env[k] }, io.Discard, out)
+	}()
+	base := "http://" + addr
+	if err := waitHealthy(base, done); err != nil {
+		t.Fatal(err)
+	}
+	id := "last-" + randomHex(4)
+	callAt(t, nil, base, "GET", "/healthz", "", "", "X-Request-Id", id)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	logged := out.buf.String()
+	for _, want := range []string{`"requestId":"` + id + `"`, `"msg":"stopped"`} {
+		if !strings.Contains(logged, want) {
+			t.Errorf("no %s in the log when run returned:\n%s", want, logged)
+		}
+	}
+	if !strings.HasSuffix(logged, `"msg":"stopped"}`+"\n") {
+		t.Errorf("the log does not end with the \"stopped\" line:\n%s", logged)
 	}
 }

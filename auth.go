@@ -182,7 +182,7 @@ func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next ht
 			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
 			return
 		}
-		key := r.Header.Get("x-api-key")
+		key := r.Header.Get("X-Api-Key") // the canonical form: "x-api-key" would be canonicalized on every request
 		t, err := a.resolve(r.Context(), key)
 		if errors.Is(err, errNotFound) {
 			fails.fail(addr)

@@ -19,7 +19,12 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) 
 // answers that already have a Content-Encoding are left alone. Every answer says Vary: Accept-Encoding.
 func withGzip(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Add("Vary", "Accept-Encoding")
+		h := w.Header() // Header.Add without its cost: no key to canonicalize, no slice to make
+		if vary := h["Vary"]; len(vary) > 0 {
+			h["Vary"] = append(vary, "Accept-Encoding")
+		} else {
+			h["Vary"] = varyAcceptEncoding
+		}
 		if r.Method == http.MethodHead || !acceptsGzip(r.Header.Get("Accept-Encoding")) {
 			next.ServeHTTP(w, r)
 			return
@@ -34,7 +39,7 @@ func withGzip(next http.Handler) http.Handler {
 // q-value above 0.
 func acceptsGzip(header string) bool {
 	star := false
-	for _, part := range strings.Split(header, ",") {
+	for part := range strings.SplitSeq(header, ",") {
 		name, params, _ := strings.Cut(part, ";")
 		name = strings.TrimSpace(name)
 		if !strings.EqualFold(name, "gzip") && name != "*" {

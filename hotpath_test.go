@@ -5,16 +5,17 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // Go benchmarks of the per-request hot paths besides encoding (json_test.go has those): the key
-// lookup every keyed request makes. Cursor decoding and list query building get theirs with issue 6,
+// lookup every keyed request makes, and the middleware chain around every handler. Cursor decoding and list query building get theirs with issue 6,
 // which rewrites both (signed cursors, sort and filters).
 
 // cachedAuthenticator returns an authenticator that has already resolved key: no database is asked.
@@ -129,8 +130,8 @@ func newBenchWorld(b *testing.B) benchWorld {
 	if _, err := testEnv.st.db.ExecContext(ctx, seed, nc.CompanyID, nc.UserID); err != nil {
 		b.Fatal(err)
 	}
-	// No rate limit, as in make bench; the request deadline of `rolodex serve`.
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	// No rate limit, as in make bench; the request deadline and the logger of `rolodex serve`.
+	log := newLogger(io.Discard)
 	w := benchWorld{h: newHandlerWith(testEnv.st, log, limits{requestTimeout: 10 * time.Second}), key: nc.APIKey}
 	err = testEnv.st.db.QueryRowContext(ctx, `SELECT min(id) FROM contacts WHERE company_id = $1`, nc.CompanyID).Scan(&w.first)
 	if err != nil {
@@ -169,4 +170,85 @@ func BenchmarkServe(b *testing.B) {
 			}
 		})
 	}
+}
+
+// discardWriter is a ResponseWriter that keeps only its header, cleared between requests: what the
+// middleware costs without the cost of a recorder.
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+// newMiddlewareBench is a keyed GET through the whole middleware chain of `rolodex serve` (no rate
+// limit, as in make bench; the request deadline; the access log to /dev/null, a real write(2)) to a
+// handler that answers a small static body: the server's per-request cost outside the handlers.
+func newMiddlewareBench(b *testing.B) (http.Handler, *http.Request) {
+	b.Helper()
+	nc, err := testEnv.st.createCompany(context.Background(), "Bench "+b.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := newLogger(devNull)
+	b.Cleanup(func() {
+		flushLog(log)
+		devNull.Close()
+	})
+	mux := http.NewServeMux()
+	body := []byte(`{"id":"1042","name":"Ana"}` + "\n")
+	mux.Handle("GET /v1/static/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, body)
+	}))
+	h := withMiddleware(withPattern(mux), testEnv.st, log, limits{requestTimeout: 10 * time.Second})
+	req := httptest.NewRequest("GET", "/v1/static/7", nil)
+	req.RemoteAddr = "127.0.0.1:50000"
+	req.Header.Set("x-api-key", nc.APIKey)
+	w := discardWriter{h: http.Header{}}
+	h.ServeHTTP(w, req) // resolves the key into the cache
+	if got := w.h.Get("X-Request-Id"); got == "" {
+		b.Fatalf("no X-Request-Id after the first request: %v", w.h)
+	}
+	return h, req
+}
+
+func BenchmarkMiddleware(b *testing.B) {
+	h, req := newMiddlewareBench(b)
+	w := discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, req)
+	}
+}
+
+// reportCPU reports the CPU time the whole process spent per operation (user and system, every
+// goroutine: the log's writer and the GC too), which is steadier than ns/op on a shared machine and
+// counts what a request costs the server rather than how long it waits. Call the result at the end.
+func reportCPU(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+}
+
+// BenchmarkMiddlewareParallel is BenchmarkMiddleware on every core at once, as under load.
+func BenchmarkMiddlewareParallel(b *testing.B) {
+	h, req := newMiddlewareBench(b)
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	b.RunParallel(func(pb *testing.PB) {
+		w := discardWriter{h: http.Header{}}
+		for pb.Next() {
+			clear(w.h)
+			h.ServeHTTP(w, req)
+		}
+	})
 }

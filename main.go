@@ -243,14 +243,11 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	return serve(ctx, st, sc, newLogger(stderr), nil)
 }
 
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(w, nil))
-}
-
 // serve migrates the database (waiting for it to come up), listens, and serves until ctx is done,
 // then shuts down gracefully: no new connections, requests in flight finish within
 // sc.shutdownTimeout. ready, when not nil, is called with the listening address.
 func serve(ctx context.Context, st *store, sc serveConfig, log *slog.Logger, ready func(addr string)) error {
+	defer flushLog(log) // the log's last lines, "stopped" among them, are out before serve returns
 	if err := waitAndMigrate(ctx, st, log); err != nil {
 		return err
 	}
@@ -324,8 +321,8 @@ func newHandler(st *store, log *slog.Logger) http.Handler {
 }
 
 // newHandlerWith is the whole HTTP stack: the routes inside the middleware, composed here and only
-// here. Outermost first: request id, access log and recovery; gzip; the query-string bound; the
-// request deadline; authentication (with its failure limit); the per-key rate limit; the routes.
+// here. Outermost first: request id, request deadline, access log and recovery; gzip; the
+// query-string bound; authentication (with its failure limit); the per-key rate limit; the routes.
 func newHandlerWith(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, st, log)
@@ -337,10 +334,9 @@ func newHandlerWith(st *store, log *slog.Logger, lim limits) http.Handler {
 func withMiddleware(h http.Handler, st *store, log *slog.Logger, lim limits) http.Handler {
 	h = withRateLimit(newRateLimiter(lim.rate), h)
 	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), log, h)
-	h = withDeadline(lim.requestTimeout, h)
 	h = withQueryLimit(h)
 	h = withGzip(h)
-	h = withRequestLog(log, newRequestIDs(), h)
+	h = withRequestLog(log, newRequestIDs(), lim.requestTimeout, h)
 	return h
 }
 
@@ -390,10 +386,22 @@ func addRoutes(mux routeTable, st *store, log *slog.Logger) {
 	mux.Handle("/", handleNoRoute(mux))
 }
 
+// Header values the server sets by direct map assignment, under their canonical keys: Header.Set
+// would canonicalize the key and allocate the value's slice on every request. They are shared, so
+// never modified: net/http only reads them, and Header.Add appends to a copy (their len is their cap).
+var (
+	jsonContentType    = []string{"application/json"}
+	problemContentType = []string{"application/problem+json"}
+	nosniff            = []string{"nosniff"}
+	noStore            = []string{"no-store"}
+	varyAcceptEncoding = []string{"Accept-Encoding"}
+)
+
 // writeJSON writes a JSON body that is already encoded.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	w.Write(body)
 }

@@ -48,7 +48,8 @@ func newRequestIDs() *requestIDs {
 }
 
 func (g *requestIDs) next() string {
-	return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36)
+	var b [32]byte // the prefix (12), '-' and at most 13 base-36 digits: one allocation, the string
+	return string(strconv.AppendUint(append(append(b[:0], g.prefix...), '-'), g.n.Add(1), 36))
 }
 
 // saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 characters of
@@ -68,10 +69,12 @@ func saneRequestID(s string) bool {
 	return true
 }
 
-// statusRecorder remembers the status a handler wrote, for the access log and for recovery.
+// statusRecorder remembers the status a handler wrote, for the access log and for recovery. It also
+// holds the request's reqInfo: one allocation for both.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
+	info   reqInfo
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -92,21 +95,33 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the
-// client's when sane), marks every answer nosniff and no-store (API answers are not for caches), turns a panic into a logged 500 problem, and writes one access-log line
-// with method, route pattern, status, duration and company id (never the API key).
-func withRequestLog(log *slog.Logger, ids *requestIDs, next http.Handler) http.Handler {
+// client's when sane), marks every answer nosniff and no-store (API answers are not for caches),
+// bounds the request's database work to timeout (0: no bound; every query runs under the request's
+// context, so a database that does not answer in time makes a 503, not a held request), turns a
+// panic into a logged 500 problem, and writes one access-log line with method, route pattern,
+// status, duration and company id (never the API key).
+func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, next http.Handler) http.Handler {
+	out := logWriterOf(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ri := &reqInfo{id: r.Header.Get("X-Request-Id")}
+		rec := &statusRecorder{ResponseWriter: w}
+		ri := &rec.info
+		ri.id = r.Header.Get("X-Request-Id")
 		if !saneRequestID(ri.id) {
 			ri.id = ids.next()
 		}
 		h := w.Header()
-		h.Set("X-Request-Id", ri.id)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Cache-Control", "no-store")
-		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
-		rec := &statusRecorder{ResponseWriter: w}
+		h["X-Request-Id"] = []string{ri.id}
+		h["X-Content-Type-Options"] = nosniff
+		h["Cache-Control"] = noStore
+		// One context for the whole chain, so the request is copied once.
+		ctx := context.WithValue(r.Context(), reqInfoKey{}, ri)
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, start.Add(timeout)) // start: one clock read fewer
+			defer cancel()
+		}
+		r = r.WithContext(ctx)
 
 		defer func() {
 			if p := recover(); p != nil {
@@ -120,13 +135,7 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, next http.Handler) http.H
 						Code: "internal_error", Detail: "An internal error occurred. It has been logged with the request id."})
 				}
 			}
-			log.LogAttrs(r.Context(), slog.LevelInfo, "request",
-				slog.String("requestId", ri.id),
-				slog.String("method", r.Method),
-				slog.String("route", ri.pattern),
-				slog.Int("status", rec.status),
-				slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
-				slog.Int64("companyId", ri.companyID))
+			logAccess(r.Context(), log, out, ri, r.Method, rec.status, start, time.Now())
 		}()
 		next.ServeHTTP(rec, r)
 	})
@@ -153,18 +162,5 @@ func withQueryLimit(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(w, r)
-	})
-}
-
-// withDeadline bounds each request's database work to d (0: no bound): every query runs under the
-// request's context, so a database that does not answer in time makes a 503, not a held request.
-func withDeadline(d time.Duration, next http.Handler) http.Handler {
-	if d <= 0 {
-		return next
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

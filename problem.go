@@ -66,10 +66,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	}
 	b = append(b, "}\n"...)
 	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Del("ETag")
-	h.Del("Location")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h["Content-Type"] = problemContentType
+	delete(h, "Etag")
+	delete(h, "Location")
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(e.Status)
 	w.Write(b)
 }

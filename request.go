@@ -356,7 +356,7 @@ var errPreconditionFailed = &apiError{Status: http.StatusPreconditionFailed, Cod
 
 // writeObject writes one encoded object with its ETag.
 func writeObject(w http.ResponseWriter, status int, version int64, body []byte) {
-	w.Header().Set("ETag", etag(version))
+	w.Header()["Etag"] = []string{etag(version)} // Etag: the key in canonical form
 	writeJSON(w, status, body)
 }
 
