@@ -197,28 +197,6 @@ func expMap(t *testing.T, raw []byte) map[string]json.RawMessage {
 	return m
 }
 
-// expKeys returns the member names of a JSON object in the order written, repeats included.
-func expKeys(t *testing.T, raw []byte) []string {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		t.Fatalf("%s is not a JSON object", raw)
-	}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			t.Fatalf("%s: %v", raw, err)
-		}
-		keys = append(keys, tok.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			t.Fatalf("%s: %v", raw, err)
-		}
-	}
-	return keys
-}
-
 // expStr decodes a JSON string.
 func expStr(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
@@ -264,7 +242,7 @@ func expPage(t *testing.T, what string, r response) expListBody {
 	if err := dec.Decode(&lb); err != nil {
 		t.Fatalf("%s: body %s: %v", what, r.body, err)
 	}
-	if diff := cmp.Diff([]string{"data", "pagination"}, expKeys(t, r.body)); diff != "" {
+	if diff := cmp.Diff([]string{"data", "pagination"}, objectKeys(t, r.body)); diff != "" {
 		t.Errorf("%s: top-level keys (-want +got):\n%s", what, diff)
 	}
 	return lb
@@ -275,7 +253,7 @@ func expPage(t *testing.T, what string, r response) expListBody {
 // other specs are absent; every id field stays. No key appears twice.
 func expCheckExpanded(t *testing.T, where string, obj json.RawMessage, specs []expSpec, want []string, names map[string]string) map[string]json.RawMessage {
 	t.Helper()
-	keys := expKeys(t, obj)
+	keys := objectKeys(t, obj)
 	seen := make(map[string]bool)
 	for _, k := range keys {
 		if seen[k] {
@@ -311,7 +289,7 @@ func expCheckExpanded(t *testing.T, where string, obj json.RawMessage, specs []e
 			t.Errorf("%s: %s = %d but %s = %s; want the %s object", where, s.idField, idRaw, s.name, exp, s.kind)
 			continue
 		}
-		if diff := cmp.Diff(expFields[s.kind], expKeys(t, exp)); diff != "" {
+		if diff := cmp.Diff(expFields[s.kind], objectKeys(t, exp)); diff != "" {
 			t.Errorf("%s: keys of %s (-want +got):\n%s", where, s.name, diff)
 		}
 		em := expMap(t, exp)
@@ -1076,7 +1054,7 @@ func TestReferenceListsHaveDataAndPagination(t *testing.T) {
 			}
 			var last int64
 			for i, raw := range page.Data {
-				if diff := cmp.Diff(expFields[tt.kind], expKeys(t, raw)); diff != "" {
+				if diff := cmp.Diff(expFields[tt.kind], objectKeys(t, raw)); diff != "" {
 					t.Errorf("GET %s: data[%d] keys (-want +got):\n%s", tt.path, i, diff)
 				}
 				id, err := strconv.ParseInt(string(expMap(t, raw)["id"]), 10, 64)
@@ -1107,7 +1085,7 @@ func TestReferenceRetrieveAndTenancy(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d", tt.path, tt.aID), func(t *testing.T) {
 			path := fmt.Sprintf("%s/%d", tt.path, tt.aID)
 			got := expRefObject(t, path, a.key)
-			if diff := cmp.Diff(expFields[tt.kind], expKeys(t, got)); diff != "" {
+			if diff := cmp.Diff(expFields[tt.kind], objectKeys(t, got)); diff != "" {
 				t.Errorf("GET %s keys (-want +got):\n%s", path, diff)
 			}
 			if id := string(expMap(t, got)["id"]); id != strconv.FormatInt(tt.aID, 10) {
@@ -1152,7 +1130,7 @@ func TestReferenceCreateOrganization(t *testing.T) {
 	c := newTestCompany(t)
 	r := call(t, "POST", "/v1/organizations", c.key, `{"name":"Acme"}`)
 	org := expObj(t, "POST /v1/organizations", r, http.StatusCreated)
-	if diff := cmp.Diff(expFields["organization"], expKeys(t, r.body)); diff != "" {
+	if diff := cmp.Diff(expFields["organization"], objectKeys(t, r.body)); diff != "" {
 		t.Errorf("POST /v1/organizations keys (-want +got):\n%s", diff)
 	}
 	if name := expStr(t, org["name"]); name != "Acme" {
