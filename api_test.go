@@ -373,7 +373,6 @@ func waitLogLine(t *testing.T, log *syncBuffer, s string) string {
 	}
 }
 
-
 // The access log's line is written by hand for speed; it must stay the bytes slog writes.
 func TestAccessLineIsSlogs(t *testing.T) {
 	t.Parallel()
