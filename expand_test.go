@@ -68,16 +68,6 @@ func expQuery(names ...string) string {
 	return strings.Join(parts, "&")
 }
 
-// expQueryID runs a query that returns one id.
-func expQueryID(t *testing.T, q string, args ...any) int64 {
-	t.Helper()
-	var id int64
-	if err := testEnv.st.db.QueryRowContext(context.Background(), q, args...).Scan(&id); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return id
-}
-
 // expQueryIDs runs a query that returns a column of ids.
 func expQueryIDs(t *testing.T, q string, args ...any) []int64 {
 	t.Helper()
@@ -115,18 +105,18 @@ type expWorld struct {
 func expNewWorld(t *testing.T) expWorld {
 	t.Helper()
 	w := expWorld{testCompany: newTestCompany(t)}
-	w.user2 = expQueryID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Ana', 'Gil', 'ana@example.com') RETURNING id`, w.id)
+	w.user2 = sqlID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Ana', 'Gil', 'ana@example.com') RETURNING id`, w.id)
 	key2, err := testEnv.st.createAPIKey(context.Background(), w.id, w.user2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.key2 = key2
 	for i := range w.orgs {
-		w.orgs[i] = expQueryID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`,
+		w.orgs[i] = sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`,
 			w.id, fmt.Sprintf("Org %d %s", i, randomHex(3)))
 	}
 	w.cstages = expQueryIDs(t, `SELECT id FROM stages WHERE company_id = $1 AND board_id IS NULL ORDER BY position, id`, w.id)
-	w.board = expQueryID(t, `SELECT id FROM boards WHERE company_id = $1 AND is_default`, w.id)
+	w.board = sqlID(t, `SELECT id FROM boards WHERE company_id = $1 AND is_default`, w.id)
 	w.bstages = expQueryIDs(t, `SELECT id FROM stages WHERE company_id = $1 AND board_id = $2 ORDER BY position, id`, w.id, w.board)
 	if len(w.cstages) < 2 || len(w.bstages) < 2 {
 		t.Fatalf("company %d has contact stages %v and board stages %v; want at least two of each", w.id, w.cstages, w.bstages)
@@ -306,7 +296,7 @@ func expCheckExpanded(t *testing.T, where string, obj json.RawMessage, specs []e
 // expCount returns how many rows of table the company has.
 func expCount(t *testing.T, table string, companyID int64) int64 {
 	t.Helper()
-	return expQueryID(t, `SELECT count(*) FROM `+table+` WHERE company_id = $1`, companyID)
+	return sqlID(t, `SELECT count(*) FROM `+table+` WHERE company_id = $1`, companyID)
 }
 
 // expBody checks r's status and returns its body.
@@ -682,7 +672,7 @@ func TestExpandedObjectEqualsDirectFetch(t *testing.T) {
 	body, _ := json.Marshal(map[string]string{"name": orgName})
 	org := expObj(t, "POST /v1/organizations", call(t, "POST", "/v1/organizations", w.key, string(body)), http.StatusCreated)
 	orgID := string(org["id"])
-	user := expQueryID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, $2, NULL, 'zoe@example.com') RETURNING id`,
+	user := sqlID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, $2, NULL, 'zoe@example.com') RETURNING id`,
 		w.id, "Zoë \"Z\" <zz>")
 
 	contactBody := fmt.Sprintf(`{"name":"Eq","organizationId":%s,"countryId":724,"stageId":%d,"assignedToId":%d}`, orgID, w.cstages[2], user)
@@ -742,7 +732,7 @@ func TestExpandedObjectEqualsDirectFetch(t *testing.T) {
 func TestRetrieveExpandsAsListDoes(t *testing.T) {
 	t.Parallel()
 	w := expNewWorld(t)
-	user := expQueryID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Solo', NULL, NULL) RETURNING id`, w.id)
+	user := sqlID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Solo', NULL, NULL) RETURNING id`, w.id)
 	org := expID(t, expObj(t, "POST /v1/organizations", call(t, "POST", "/v1/organizations", w.key, `{"name":"Org \"x\""}`), http.StatusCreated))
 	for _, body := range []string{`{"name":"Bare"}`, w.contactBody(0), w.contactBody(1),
 		fmt.Sprintf(`{"name":"Mixed","organizationId":%s,"countryId":250,"assignedToId":%d}`, org, user)} {
@@ -837,14 +827,14 @@ func TestQueryCountOfExpansionIsFixed(t *testing.T) {
 	c := newTestCompany(t)
 	users := []int64{c.userID}
 	for i := range 3 {
-		users = append(users, expQueryID(t, `INSERT INTO users (company_id, name, surname) VALUES ($1, $2, 'Gil') RETURNING id`, c.id, fmt.Sprintf("User %d", i)))
+		users = append(users, sqlID(t, `INSERT INTO users (company_id, name, surname) VALUES ($1, $2, 'Gil') RETURNING id`, c.id, fmt.Sprintf("User %d", i)))
 	}
 	var orgs []int64
 	for i := range 5 {
-		orgs = append(orgs, expQueryID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`, c.id, fmt.Sprintf("Org %d", i)))
+		orgs = append(orgs, sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`, c.id, fmt.Sprintf("Org %d", i)))
 	}
 	cstages := expQueryIDs(t, `SELECT id FROM stages WHERE company_id = $1 AND board_id IS NULL ORDER BY id`, c.id)
-	board := expQueryID(t, `SELECT id FROM boards WHERE company_id = $1 AND is_default`, c.id)
+	board := sqlID(t, `SELECT id FROM boards WHERE company_id = $1 AND is_default`, c.id)
 	bstages := expQueryIDs(t, `SELECT id FROM stages WHERE company_id = $1 AND board_id = $2 ORDER BY id`, c.id, board)
 	countries := []int64{724, 250, 276, 380, 620}
 	ctx := context.Background()
@@ -864,8 +854,8 @@ func TestQueryCountOfExpansionIsFixed(t *testing.T) {
 	if err != nil {
 		t.Fatalf("insert business: %v", err)
 	}
-	firstContact := expQueryID(t, `SELECT min(id) FROM contacts WHERE company_id = $1`, c.id)
-	firstDeal := expQueryID(t, `SELECT min(id) FROM business WHERE company_id = $1`, c.id)
+	firstContact := sqlID(t, `SELECT min(id) FROM contacts WHERE company_id = $1`, c.id)
+	firstDeal := sqlID(t, `SELECT min(id) FROM business WHERE company_id = $1`, c.id)
 
 	// queries returns how many queries GET path costs, with the key already in the cache; every
 	// object answered must have every expansion filled in.
