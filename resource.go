@@ -75,7 +75,7 @@ func (res *resource[T]) respond(w http.ResponseWriter, r *http.Request, log *slo
 	if lq == nil {
 		v := &objs[0]
 		if res.version != nil {
-			w.Header().Set("ETag", etag(res.version(v)))
+			w.Header()["Etag"] = []string{etag(res.version(v))} // Etag: the key in canonical form
 		}
 		b = appendExpanded(b, res, v, exps, rel)
 	} else {
@@ -193,6 +193,16 @@ func objectRequest(r *http.Request, withID bool, allowed []expansion) (int64, []
 	return id, exps, aerr
 }
 
+// bodyRequest is objectRequest for a request with a body (POST, PATCH): the body's members too.
+func bodyRequest(w http.ResponseWriter, r *http.Request, withID bool, allowed []expansion) (int64, []expansion, []member, *apiError) {
+	id, exps, aerr := objectRequest(r, withID, allowed)
+	if aerr != nil {
+		return 0, nil, nil, aerr
+	}
+	members, aerr := readObject(w, r)
+	return id, exps, members, aerr
+}
+
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag; one statement fetches it
 // and what it expands.
 func handleGet[T any](res *resource[T], log *slog.Logger) http.Handler {
@@ -216,11 +226,7 @@ func handleGet[T any](res *resource[T], log *slog.Logger) http.Handler {
 func handleCreate[T any](res *resource[T], log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, exps, aerr := objectRequest(r, false, res.expansions)
-		var members []member
-		if aerr == nil {
-			members, aerr = readObject(w, r)
-		}
+		_, exps, members, aerr := bodyRequest(w, r, false, res.expansions)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
@@ -239,11 +245,7 @@ func handleCreate[T any](res *resource[T], log *slog.Logger) http.Handler {
 func handleUpdate[T any](res *resource[T], log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, exps, aerr := objectRequest(r, true, res.expansions)
-		var members []member
-		if aerr == nil {
-			members, aerr = readObject(w, r)
-		}
+		id, exps, members, aerr := bodyRequest(w, r, true, res.expansions)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
