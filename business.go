@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // business is a deal in a board's pipeline (API.md section 3, SEED-SPEC.md 2.2).
@@ -237,7 +238,7 @@ func businessSortKey(b *business, sort string) (string, bool) {
 // checkBusinessRefs returns a field error for each reference of b that is not an object the company
 // may use: a status, a currency, its organization, user and board, and a stage of that board.
 // Another company's object is reported exactly like one that does not exist.
-func checkBusinessRefs(ctx context.Context, q querier, companyID int64, b *business) ([]fieldError, error) {
+func checkBusinessRefs(ctx context.Context, q rowFunc, companyID int64, b *business) ([]fieldError, error) {
 	const sqlRefs = `SELECT
 		EXISTS (SELECT FROM statuses WHERE id = $2::bigint),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $3),
@@ -246,7 +247,7 @@ func checkBusinessRefs(ctx context.Context, q querier, companyID int64, b *busin
 		EXISTS (SELECT FROM boards WHERE company_id = $1 AND id = $6),
 		EXISTS (SELECT FROM stages WHERE company_id = $1 AND board_id = $6 AND id = $7)`
 	var ok [6]bool
-	err := q.QueryRowContext(ctx, sqlRefs, companyID, b.StatusID, b.OrganizationID, b.CurrencyID,
+	err := q(ctx, sqlRefs, companyID, b.StatusID, b.OrganizationID, b.CurrencyID,
 		b.UserOwnerID, b.BoardID, b.StageID).Scan(&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
 	if err != nil {
 		return nil, fmt.Errorf("check business references: %w", err)
@@ -289,7 +290,7 @@ func (s *store) createBusiness(ctx context.Context, t tenant, members []member) 
 			b.CurrencyID = currency
 		}
 	}
-	refErrs, err := checkBusinessRefs(ctx, s.db, t.companyID, &b)
+	refErrs, err := checkBusinessRefs(ctx, dbRow(s.db), t.companyID, &b)
 	if err := fieldFailure(errs, refErrs, err); err != nil {
 		return b, err
 	}
@@ -326,27 +327,25 @@ func (s *store) createBusiness(ctx context.Context, t tenant, members []member) 
 // updateContact; stageId must stay a stage of boardId whichever of them changes.
 func (s *store) updateBusiness(ctx context.Context, companyID, id int64, ifMatch string, members []member) (business, error) {
 	var b business
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		q := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id = $2 FOR UPDATE`
-		err := tx.QueryRowContext(ctx, q, companyID, id).Scan(b.scanDest()...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("lock business %d: %w", id, err)
-		}
+	lock := `SELECT ` + businessColumns + ` FROM business WHERE company_id = $1 AND id = $2 FOR UPDATE`
+	err := s.updateLocked(ctx, lock, []any{companyID, id}, b.scanDest(), func(conn *pgx.Conn) (string, []any, []any, error) {
 		if !ifMatchOK(ifMatch, b.Version) {
-			return errPreconditionFailed
+			return "", nil, nil, errPreconditionFailed
 		}
 		b.Deadline.Time, b.DateWon.Time = b.Deadline.Time.UTC(), b.DateWon.Time.UTC() // as the body's are
 		old := b
 		errs := applyMembers(members, b.fields(), readOnlyFields)
 		if errs == nil && b == old {
-			return nil // nothing changed: updatedAt and the ETag stay
+			return "", nil, nil, nil // nothing changed: updatedAt and the ETag stay
 		}
-		refErrs, err := checkBusinessRefs(ctx, tx, companyID, &b)
+		var refErrs []fieldError
+		var err error
+		if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
+			b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
+			refErrs, err = checkBusinessRefs(ctx, connRow(conn), companyID, &b)
+		}
 		if err := fieldFailure(errs, refErrs, err); err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		const upd = `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
 			position = $7, date_won = $8, reason_lost = $9, status_id = $10, organization_id = $11,
@@ -354,13 +353,9 @@ func (s *store) updateBusiness(ctx context.Context, companyID, id int64, ifMatch
 			updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
 			WHERE company_id = $1 AND id = $2
 			RETURNING updated_at, version`
-		err = tx.QueryRowContext(ctx, upd, companyID, id, b.Title, b.Value, b.Deadline, b.Private, b.Position,
-			b.DateWon, b.ReasonLost, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID,
-			b.StageID).Scan(&b.UpdatedAt, &b.Version)
-		if err != nil {
-			return fmt.Errorf("update business %d: %w", id, mapWriteError(err))
-		}
-		return nil
+		return upd, []any{companyID, id, b.Title, b.Value, b.Deadline, b.Private, b.Position, b.DateWon,
+				b.ReasonLost, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
+			[]any{&b.UpdatedAt, &b.Version}, nil
 	})
 	return b, err
 }

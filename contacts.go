@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // contact is a person the company deals with (API.md section 3, SEED-SPEC.md 2.1).
@@ -169,7 +170,7 @@ func contactSortKey(c *contact, sort string) (string, bool) {
 // checkContactRefs returns a field error for each reference of c that is not an object the company may
 // use: a country, one of its contact stages, organizations and users. Another company's object is
 // reported exactly like one that does not exist.
-func checkContactRefs(ctx context.Context, q querier, companyID int64, c *contact) ([]fieldError, error) {
+func checkContactRefs(ctx context.Context, q rowFunc, companyID int64, c *contact) ([]fieldError, error) {
 	if !c.CountryID.Valid && !c.StageID.Valid && !c.OrganizationID.Valid && !c.AssignedToID.Valid {
 		return nil, nil
 	}
@@ -179,7 +180,7 @@ func checkContactRefs(ctx context.Context, q querier, companyID int64, c *contac
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := q.QueryRowContext(ctx, sqlRefs, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
+	err := q(ctx, sqlRefs, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
 		Scan(&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
 		return nil, fmt.Errorf("check contact references: %w", err)
@@ -196,7 +197,7 @@ func (s *store) createContact(ctx context.Context, t tenant, members []member) (
 	if c.Name == "" && !hasField(errs, "name") {
 		errs = append(errs, fieldError{Field: "name", Message: "is required"})
 	}
-	refErrs, err := checkContactRefs(ctx, s.db, t.companyID, &c)
+	refErrs, err := checkContactRefs(ctx, dbRow(s.db), t.companyID, &c)
 	if err := fieldFailure(errs, refErrs, err); err != nil {
 		return c, err
 	}
@@ -217,28 +218,28 @@ func (s *store) createContact(ctx context.Context, t tenant, members []member) (
 // updateContact applies a merge patch to the company's contact id in one transaction: it locks the
 // row, checks If-Match, applies the members and, when something changed, validates and writes it,
 // moving updatedAt. It returns errNotFound, errPreconditionFailed, or an *apiError for bad fields.
+// References are checked only when the patch changes them: the ones already stored were checked when
+// they were written, and the company-scoped foreign keys keep them so.
 func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch string, members []member) (contact, error) {
 	var c contact
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
-		err := tx.QueryRowContext(ctx, q, companyID, id).Scan(c.scanDest()...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return errNotFound
-		}
-		if err != nil {
-			return fmt.Errorf("lock contact %d: %w", id, err)
-		}
+	lock := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
+	err := s.updateLocked(ctx, lock, []any{companyID, id}, c.scanDest(), func(conn *pgx.Conn) (string, []any, []any, error) {
 		if !ifMatchOK(ifMatch, c.Version) {
-			return errPreconditionFailed
+			return "", nil, nil, errPreconditionFailed
 		}
 		old := c
 		errs := applyMembers(members, c.fields(), readOnlyFields)
 		if errs == nil && c == old {
-			return nil // nothing changed: updatedAt and the ETag stay
+			return "", nil, nil, nil // nothing changed: updatedAt and the ETag stay
 		}
-		refErrs, err := checkContactRefs(ctx, tx, companyID, &c)
+		var refErrs []fieldError
+		var err error
+		if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
+			c.AssignedToID != old.AssignedToID {
+			refErrs, err = checkContactRefs(ctx, connRow(conn), companyID, &c)
+		}
 		if err := fieldFailure(errs, refErrs, err); err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		const upd = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
 			secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
@@ -247,11 +248,7 @@ func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch 
 			updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
 			WHERE company_id = $1 AND id = $2
 			RETURNING updated_at, version`
-		args := append([]any{companyID, id}, c.writableValues()...)
-		if err := tx.QueryRowContext(ctx, upd, args...).Scan(&c.UpdatedAt, &c.Version); err != nil {
-			return fmt.Errorf("update contact %d: %w", id, mapWriteError(err))
-		}
-		return nil
+		return upd, append([]any{companyID, id}, c.writableValues()...), []any{&c.UpdatedAt, &c.Version}, nil
 	})
 	return c, err
 }

@@ -93,6 +93,82 @@ func (s *store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
+// updateLocked changes one row in a transaction of two round trips, on a pgx connection (withPgx):
+// BEGIN goes out together with lockSQL, a SELECT ... FOR UPDATE of the row that is scanned into dest,
+// and the UPDATE that change asks for goes out together with COMMIT. change sees the locked row in
+// dest, may run more queries on conn (reference checks) and returns the UPDATE, its arguments and
+// the destinations of what it returns, or update "" when there is nothing to write. A row that is not
+// there is errNotFound. Every other way out rolls back; a connection the rollback cannot clear stays
+// in its transaction, and pgx's database/sql driver drops such a connection rather than reuse it.
+func (s *store) updateLocked(ctx context.Context, lockSQL string, lockArgs, dest []any,
+	change func(conn *pgx.Conn) (update string, args, ret []any, err error)) error {
+	return withPgx(ctx, s.db, func(conn *pgx.Conn) error {
+		err := lockAndUpdate(ctx, conn, lockSQL, lockArgs, dest, change)
+		if conn.PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			conn.Exec(rctx, "ROLLBACK") // on failure the driver drops the connection (above)
+		}
+		return err
+	})
+}
+
+// lockAndUpdate is updateLocked's conversation with the database; it leaves the rollback to it.
+func lockAndUpdate(ctx context.Context, conn *pgx.Conn, lockSQL string, lockArgs, dest []any,
+	change func(conn *pgx.Conn) (update string, args, ret []any, err error)) error {
+	var b pgx.Batch
+	b.Queue("BEGIN")
+	b.Queue(lockSQL, lockArgs...)
+	br := conn.SendBatch(ctx, &b)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	update, args, ret, err := change(conn)
+	if err != nil || update == "" {
+		return err
+	}
+	b = pgx.Batch{}
+	b.Queue(update, args...)
+	b.Queue("COMMIT")
+	br = conn.SendBatch(ctx, &b)
+	err = br.QueryRow().Scan(ret...)
+	if err != nil {
+		err = fmt.Errorf("update: %w", mapWriteError(err))
+	} else if _, err = br.Exec(); err != nil {
+		err = fmt.Errorf("commit: %w", err)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rowFunc runs a query that answers one row. The reference checks take one, so they run alike on
+// the pool (dbRow) and inside updateLocked's transaction (connRow).
+type rowFunc func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error }
+
+func dbRow(db *sql.DB) rowFunc {
+	return func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error } {
+		return db.QueryRowContext(ctx, query, args...)
+	}
+}
+
+func connRow(conn *pgx.Conn) rowFunc {
+	return func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error } {
+		return conn.QueryRow(ctx, query, args...)
+	}
+}
+
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".
 func pgCode(err error) string {
 	var pe *pgconn.PgError

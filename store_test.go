@@ -6,20 +6,25 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 )
 
 // testEnv is the suite's shared world: one PostgreSQL database and one server started through run().
@@ -446,4 +451,158 @@ func TestAuthenticatorCachesForTTL(t *testing.T) {
 	if _, err := a.resolve(ctx, c.key); !errors.Is(err, errNotFound) {
 		t.Errorf("after the TTL a revoked key: err = %v; want errNotFound", err)
 	}
+}
+
+// TestConcurrentPatchesOfOneRecordAllApply sends PATCHes of different fields of one record at once:
+// each waits for the row lock of the one before and merges into what that one wrote, so every one
+// applies (a version each, no field lost) and the record ends with all of them.
+func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ct, created := mustCreateContact(t, c, `{"name":"Ana"}`)
+	b, createdBiz := bizCreate(t, c.key, `{"title": "Deal"}`)
+	for _, rec := range []struct {
+		path, tag string
+		bodies    []string
+	}{
+		{"/v1/contacts/" + ct.ID, created.header.Get("ETag"), []string{`{"surname":"Gil"}`, `{"dni":"12345678Z"}`,
+			`{"jobTitle":"Buyer"}`, `{"phone":"+34 910 000 001"}`, `{"mobilePhone":"+34 600 000 002"}`,
+			`{"address":"Calle Mayor 1"}`, `{"city":"Madrid"}`, `{"withSales":true}`}},
+		{bizPath(b.ID), createdBiz.header.Get("ETag"), []string{`{"title":"Big deal"}`, `{"reasonLost":"Price"}`,
+			`{"private":true}`, `{"deadline":"2027-01-01T00:00:00.000Z"}`, `{"dateWon":"2027-02-01T00:00:00.000Z"}`}},
+	} {
+		t.Run(rec.path, func(t *testing.T) {
+			v0, err := strconv.ParseInt(strings.Trim(rec.tag, `"`), 10, 64)
+			if err != nil {
+				t.Fatalf("ETag %q: %v", rec.tag, err)
+			}
+			n := len(rec.bodies)
+			tags := make([]string, n)
+			var wg sync.WaitGroup
+			for i, body := range rec.bodies {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("PATCH", testEnv.baseURL+rec.path, strings.NewReader(body))
+					req.Header.Set("x-api-key", c.key)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						t.Errorf("PATCH %s: %v", body, err)
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						t.Errorf("PATCH %s = %d; want 200", body, resp.StatusCode)
+					}
+					tags[i] = resp.Header.Get("ETag")
+				}()
+			}
+			wg.Wait()
+			var want []string
+			for v := v0 + 1; v <= v0+int64(n); v++ {
+				want = append(want, etag(v))
+			}
+			slices.Sort(tags)
+			slices.Sort(want)
+			if diff := cmp.Diff(want, tags); diff != "" {
+				t.Errorf("ETags of %d concurrent PATCHes (-want +got):\n%s", n, diff)
+			}
+			r := call(t, "GET", rec.path, c.key, "")
+			if r.header.Get("ETag") != etag(v0+int64(n)) {
+				t.Errorf("GET %s after the PATCHes: ETag %s; want %s", rec.path, r.header.Get("ETag"), etag(v0+int64(n)))
+			}
+			var got map[string]any
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatal(err)
+			}
+			for _, body := range rec.bodies {
+				var patch map[string]any
+				if err := json.Unmarshal([]byte(body), &patch); err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range patch {
+					if !cmp.Equal(got[k], v) {
+						t.Errorf("after the PATCHes %s = %v; want %v (from %s): a PATCH was lost", k, got[k], v, body)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestFailedPatchReleasesItsLock runs every way a PATCH can end after it has locked the row on a
+// server with a pool of one connection: a writer from another connection must not wait for the row,
+// and the server must go on with the same connection, rolled back rather than dropped.
+func TestFailedPatchReleasesItsLock(t *testing.T) {
+	t.Parallel()
+	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := httptest.NewServer(newHandler(st, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	defer srv.Close()
+	backend := func() (pid int) {
+		if err := st.db.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatalf("the server's connection: %v", err)
+		}
+		return pid
+	}
+	pid := backend()
+	c := newTestCompany(t)
+	ct, _ := mustCreateContact(t, c, `{"name":"Ana"}`)
+	b, _ := bizCreate(t, c.key, `{"title": "Deal"}`)
+	tests := []struct {
+		name, path, body, ifMatch string
+		status                    int
+	}{
+		{"a reference to nothing", "/v1/contacts/" + ct.ID, `{"city":"Sevilla","countryId":999}`, "", 422},
+		{"a stale If-Match", "/v1/contacts/" + ct.ID, `{"city":"Sevilla"}`, `"999"`, 412},
+		{"a bad field", "/v1/contacts/" + ct.ID, `{"email":"x"}`, "", 422},
+		{"no change", "/v1/contacts/" + ct.ID, `{}`, "", 200},
+		{"a change", "/v1/contacts/" + ct.ID, `{"city":"Sevilla"}`, "", 200},
+		{"a missing record", "/v1/contacts/999999999", `{"city":"Sevilla"}`, "", 404},
+		{"a business status that is not one", bizPath(b.ID), `{"statusId": 999}`, "", 422},
+		{"a business change", bizPath(b.ID), `{"title": "Won"}`, "", 200},
+	}
+	// released checks that the row is not locked any more and that the server kept its connection.
+	released := func(name, table string, id any) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if _, err := testEnv.st.db.ExecContext(ctx, `UPDATE `+table+` SET company_id = company_id WHERE id = $1`, id); err != nil {
+			t.Errorf("%s: another connection could not write the row: %v", name, err)
+		}
+		if got := backend(); got != pid {
+			t.Errorf("%s: the server's connection is now backend %d; want %d still (rolled back, kept)", name, got, pid)
+		}
+	}
+	for _, tt := range tests {
+		r := callAt(t, nil, srv.URL, "PATCH", tt.path, c.key, tt.body, "If-Match", tt.ifMatch)
+		if r.status != tt.status {
+			t.Errorf("%s: PATCH %s %s = %d; want %d (body %s)", tt.name, tt.path, tt.body, r.status, tt.status, r.body)
+		}
+		if strings.HasPrefix(tt.path, "/v1/contacts/") {
+			released(tt.name, "contacts", ct.ID)
+		} else {
+			released(tt.name, "business", b.ID)
+		}
+	}
+
+	// The body's checks leave the database no UPDATE to refuse; the constraints still can, and then
+	// the transaction is aborted with COMMIT unsent.
+	var version int64
+	lock := `SELECT version FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
+	err = st.updateLocked(context.Background(), lock, []any{c.id, ct.ID}, []any{&version},
+		func(*pgx.Conn) (string, []any, []any, error) {
+			return `UPDATE contacts SET name = '' WHERE company_id = $1 AND id = $2 RETURNING version`,
+				[]any{c.id, ct.ID}, []any{&version}, nil
+		})
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity {
+		t.Errorf("an UPDATE the database refuses: %v; want a 422 *apiError", err)
+	}
+	released("an UPDATE the database refuses", "contacts", ct.ID)
 }
