@@ -246,6 +246,11 @@ func openBenchDB(t *testing.T, ctx context.Context, cfg benchConfig) *benchDB {
 	}
 	if len(db.companies) == 2 {
 		t.Logf("using the cached load in %s", cfg.dir)
+		// A run that stopped before its clean-up, or writes made by hand against this database, leave
+		// dead rows that slow the count and the index-only scans: start from a vacuumed table.
+		if _, err := db.st.db.ExecContext(ctx, `VACUUM ANALYZE contacts`); err != nil {
+			t.Fatalf("vacuum: %v", err)
+		}
 		return db
 	}
 	// Start over in an empty database: drop and recreate it.

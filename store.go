@@ -155,16 +155,19 @@ func lockAndUpdate(ctx context.Context, conn *pgx.Conn, lockSQL string, lockArgs
 
 // rowFunc runs a query that answers one row. The reference checks take one, so they run alike on
 // the pool (dbRow) and inside updateLocked's transaction (connRow).
-type rowFunc func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error }
+type rowFunc func(ctx context.Context, query string, args ...any) rowScanner
+
+// rowScanner is what *sql.Row and pgx.Row have in common.
+type rowScanner interface{ Scan(dest ...any) error }
 
 func dbRow(db *sql.DB) rowFunc {
-	return func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error } {
+	return func(ctx context.Context, query string, args ...any) rowScanner {
 		return db.QueryRowContext(ctx, query, args...)
 	}
 }
 
 func connRow(conn *pgx.Conn) rowFunc {
-	return func(ctx context.Context, query string, args ...any) interface{ Scan(...any) error } {
+	return func(ctx context.Context, query string, args ...any) rowScanner {
 		return conn.QueryRow(ctx, query, args...)
 	}
 }
@@ -488,10 +491,21 @@ func refErrors(ok []bool, fields, kinds []string) []fieldError {
 	return errs
 }
 
-// deleteIfMatch runs q, a DELETE of the company's object id RETURNING its version, in a transaction
-// that it rolls back unless If-Match admits that version. It returns errNotFound or
-// errPreconditionFailed.
+// deleteIfMatch runs q, a DELETE of the company's object id RETURNING its version: on its own when
+// there is no If-Match (one round trip), else in a transaction that it rolls back unless If-Match
+// admits that version. It returns errNotFound or errPreconditionFailed.
 func (s *store) deleteIfMatch(ctx context.Context, q string, companyID, id int64, ifMatch string) error {
+	if ifMatch == "" {
+		var version int64
+		err := s.db.QueryRowContext(ctx, q, companyID, id).Scan(&version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("delete %d: %w", id, err)
+		}
+		return nil
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var version int64
 		err := tx.QueryRowContext(ctx, q, companyID, id).Scan(&version)
