@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The load benchmark of issue 9 (`make bench`). It runs only when ROLODEX_BENCH=1:
@@ -113,24 +115,19 @@ func TestBench(t *testing.T) {
 	defer srv.stop()
 	static := startStaticServer(t, db.st)
 	defer static.Close()
+	floor := startFloorServer(t, cfg, db.url, c.ID)
+	defer floor.Close()
 
 	scenarios := benchScenarios(t, ctx, db, c)
 	var results []scenarioResult
 	staticRes := scenarioResult{scenario: benchScenario{name: "static 600-byte JSON (HTTP ceiling)"}}
-	// The static server runs in this process: give it the collector the rolodex binary has (tuneGC).
-	prevLimit, prevPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
-	if err := tuneGC(os.Getenv); err != nil {
-		t.Fatal(err)
-	}
 	for round := 1; round <= cfg.rounds; round++ {
-		st, err := runWrk(cfg, "http://"+static.Addr, benchScenario{method: "GET", path: "/v1/static"}, key)
+		st, err := runInProcess(t, cfg, "http://"+static.Addr, benchScenario{method: "GET", path: "/v1/static"}, key)
 		if err != nil {
 			t.Fatalf("static ceiling: %v", err)
 		}
 		staticRes.http = append(staticRes.http, st)
 	}
-	debug.SetMemoryLimit(prevLimit)
-	debug.SetGCPercent(prevPercent)
 	for _, s := range scenarios {
 		if cfg.only != "" && !strings.Contains(s.name, cfg.only) {
 			continue
@@ -163,6 +160,16 @@ func TestBench(t *testing.T) {
 			}
 			r.db = append(r.db, p)
 			t.Logf("%s round %d: %.0f req/s (p99 %s), pgbench %.0f tps", s.name, round, h.rps, fmtDur(h.p99), p.rps)
+			if s.floorPath != "" {
+				bare := s
+				bare.path = s.floorPath
+				f, err := runInProcess(t, cfg, "http://"+floor.Addr, bare, key)
+				if err != nil {
+					t.Fatalf("%s: bare stack: %v", s.name, err)
+				}
+				r.floor = append(r.floor, f)
+				t.Logf("%s round %d: bare stack %.0f req/s", s.name, round, f.rps)
+			}
 		}
 		results = append(results, r)
 	}
@@ -562,6 +569,68 @@ func startStaticServer(t *testing.T, st *store) *http.Server {
 	return srv
 }
 
+// runInProcess runs wrk against a server of this process (the static and bare-stack servers) with
+// the collector the rolodex binary sets for itself (tuneGC, in main).
+func runInProcess(t *testing.T, cfg benchConfig, base string, s benchScenario, key string) (runStats, error) {
+	prevLimit, prevPercent := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
+	defer func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevPercent) }()
+	if err := tuneGC(os.Getenv); err != nil {
+		t.Fatal(err)
+	}
+	return runWrk(cfg, base, s, key)
+}
+
+// startFloorServer serves GET /v1/floor/{id}, a retrieve on the bare stack: the retrieve's statement
+// for company companyID, through the same http.Server settings and the
+// same database/sql pool of pgx connections (withPgx), its columns' bytes copied out as they come,
+// with no middleware, no key, no decoding and no JSON. No server on this stack can do less for a
+// retrieve, so its rate, as a share of the database ceiling, is what the stack itself leaves.
+func startFloorServer(t *testing.T, cfg benchConfig, dbURL string, companyID int64) *http.Server {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStore(dbConfig{url: dbURL, maxConns: cfg.conns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	q := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2`
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", handleHealthz())
+	mux.Handle("GET /v1/floor/{id}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		b := make([]byte, 0, 1024)
+		err := withPgx(r.Context(), st.db, func(c *pgx.Conn) error {
+			rows, err := c.Query(r.Context(), q, companyID, id)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				for _, v := range rows.RawValues() {
+					b = append(append(b, v...), ',')
+				}
+			}
+			rows.Close()
+			return rows.Err()
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
+	}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	go srv.ListenAndServe()
+	if err := waitHealthy("http://"+addr, make(chan error)); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // benchScenario is one request shape: what wrk sends and what pgbench runs as its database ceiling.
 type benchScenario struct {
 	name         string
@@ -571,6 +640,7 @@ type benchScenario struct {
 	pgScript     string   // pgbench script: the SQL the server sends for one request
 	pgVars       []string // pgbench -D name=value
 	target       float64  // the issue's target, as a fraction of the database ceiling (0: none)
+	floorPath    string   // the same request on the bare stack (startFloorServer), or ""
 	skip         string   // why the scenario cannot run on this server
 }
 
@@ -620,7 +690,7 @@ SELECT ` + one(countryColumns) + ` FROM countries WHERE id = ANY(:countries);
 
 	ss := []benchScenario{
 		{name: "retrieve", method: "GET", path: "/v1/contacts/{id}", target: 0.45,
-			pgScript: randIDs + getContact + "\n"},
+			pgScript: randIDs + getContact + "\n", floorPath: "/v1/floor/{id}"},
 		{name: "retrieve + 5 expansions", method: "GET", path: "/v1/contacts/{id}?" + all5, target: 0.60,
 			pgScript: randIDs + getExpanded + "\n"},
 		{name: "list 100", method: "GET", path: "/v1/contacts?limit=100", target: 0.40,
@@ -824,8 +894,8 @@ func runPgbench(cfg benchConfig, pg *localPG, s benchScenario) (runStats, error)
 
 // scenarioResult is every round of one scenario.
 type scenarioResult struct {
-	scenario benchScenario
-	http, db []runStats
+	scenario        benchScenario
+	http, db, floor []runStats
 }
 
 func (r scenarioResult) errors() int64 {
@@ -955,6 +1025,16 @@ func benchReport(cfg benchConfig, db *benchDB, results []scenarioResult, static 
 	if p1.p50 > 0 && p10k.p50 > 0 {
 		fmt.Fprintf(&b, "\nPage 10,000 by cursor: p50 %.2fx page 1's (target ≤ 1.2x: %s).\n", float64(p10k.p50)/float64(p1.p50),
 			map[bool]string{true: "met", false: "missed"}[float64(p10k.p50) <= 1.2*float64(p1.p50)])
+	}
+	for _, r := range results {
+		if len(r.floor) == 0 || len(r.db) == 0 {
+			continue
+		}
+		f, h, d := median(r.floor), median(r.http), median(r.db)
+		fmt.Fprintf(&b, "\nThe %s on the bare stack (its statement through the same http.Server and pgx pool, with no "+
+			"middleware, key, decoding or JSON: startFloorServer): %.0f req/s, p99 %s: %.0f%% of the DB ceiling, the most "+
+			"this stack leaves on this machine. Rolodex's %s does %.0f%% of the bare stack's rate.\n",
+			r.scenario.name, f.rps, fmtDur(f.p99), 100*f.rps/d.rps, r.scenario.name, 100*h.rps/f.rps)
 	}
 	return b.String()
 }

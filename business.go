@@ -296,29 +296,36 @@ func (s *store) createBusiness(ctx context.Context, t tenant, members []member) 
 	}
 	b.UserCreatorID = t.userID
 	position := sql.NullInt64{Int64: b.Position, Valid: hasMember(members, "position")}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		// Creates that default their position take turns per stage, so each gets its own end of it.
-		// NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
+	const q = `INSERT INTO business (company_id, title, value, deadline, private, position, date_won,
+		reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id, user_creator_id)
+		VALUES ($1, $2, $3::numeric, $4, $5,
+			coalesce($6, (SELECT least(coalesce(max(position), 0)::bigint + 1, 2147483647)
+				FROM business WHERE company_id = $1 AND stage_id = $14)),
+			$7, $8, $9, $10, $11, $12, $13, $14, $15)
+		RETURNING id, position, created_at, updated_at, version`
+	// A pgx batch is one implicit transaction: the stage's lock and the insert go out in one round
+	// trip and commit together at its end, or neither does.
+	err = withPgx(ctx, s.db, func(conn *pgx.Conn) error {
+		var batch pgx.Batch
 		if !position.Valid {
-			const lock = `SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`
-			if _, err := tx.ExecContext(ctx, lock, t.companyID, b.StageID); err != nil {
+			// Creates that default their position take turns per stage, so each gets its own end of it.
+			// NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
+			batch.Queue(`SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`, t.companyID, b.StageID)
+		}
+		batch.Queue(q, t.companyID, b.Title, b.Value, b.Deadline, b.Private, position, b.DateWon, b.ReasonLost,
+			b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID, t.userID)
+		br := conn.SendBatch(ctx, &batch)
+		defer br.Close()
+		if !position.Valid {
+			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("lock stage: %w", err)
 			}
 		}
-		const q = `INSERT INTO business (company_id, title, value, deadline, private, position, date_won,
-			reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id, user_creator_id)
-			VALUES ($1, $2, $3::numeric, $4, $5,
-				coalesce($6, (SELECT least(coalesce(max(position), 0)::bigint + 1, 2147483647)
-					FROM business WHERE company_id = $1 AND stage_id = $14)),
-				$7, $8, $9, $10, $11, $12, $13, $14, $15)
-			RETURNING id, position, created_at, updated_at, version`
-		err := tx.QueryRowContext(ctx, q, t.companyID, b.Title, b.Value, b.Deadline, b.Private, position,
-			b.DateWon, b.ReasonLost, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID,
-			b.StageID, t.userID).Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
+		err := br.QueryRow().Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
 		if err != nil {
 			return fmt.Errorf("insert business: %w", mapWriteError(err))
 		}
-		return nil
+		return br.Close()
 	})
 	return b, err
 }
