@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -560,8 +561,8 @@ func startStaticServer(t *testing.T, st *store) *http.Server {
 		writeJSON(w, http.StatusOK, staticBody)
 	}))
 	h := withMiddleware(withPattern(mux), st, log, limits{requestTimeout: 10 * time.Second})
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := newHTTPServer(h, log)
+	srv.Addr = addr
 	go srv.ListenAndServe()
 	if err := waitHealthy("http://"+addr, make(chan error)); err != nil {
 		t.Fatal(err)
@@ -627,8 +628,8 @@ func startFloorServer(t *testing.T, cfg benchConfig, dbURL string, companyID int
 			w.Write(b)
 		}))
 	}
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	srv := newHTTPServer(mux, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.Addr = addr
 	go srv.ListenAndServe()
 	if err := waitHealthy("http://"+addr, make(chan error)); err != nil {
 		t.Fatal(err)

@@ -243,6 +243,21 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	return serve(ctx, st, sc, newLogger(stderr), nil)
 }
 
+// newHTTPServer is the http.Server of `rolodex serve` (the load benchmark's in-process servers use it
+// too, so that they measure the same stack).
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		// Go's default: room for a long query string to reach withQueryLimit and get a problem body.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // serve migrates the database (waiting for it to come up), listens, and serves until ctx is done,
 // then shuts down gracefully: no new connections, requests in flight finish within
 // sc.shutdownTimeout. ready, when not nil, is called with the listening address.
@@ -255,16 +270,7 @@ func serve(ctx context.Context, st *store, sc serveConfig, log *slog.Logger, rea
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           newHandlerWith(st, log, sc.limits),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		// Go's default: room for a long query string to reach withQueryLimit and get a problem body.
-		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(newHandlerWith(st, log, sc.limits), log)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildVersion())
