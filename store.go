@@ -98,8 +98,8 @@ func (s *store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // and the UPDATE that change asks for goes out together with COMMIT. change sees the locked row in
 // dest, may run more queries on conn (reference checks) and returns the UPDATE, its arguments and
 // the destinations of what it returns, or update "" when there is nothing to write. A row that is not
-// there is errNotFound. Every other way out rolls back; a connection the rollback cannot clear stays
-// in its transaction, and pgx's database/sql driver drops such a connection rather than reuse it.
+// there is errNotFound. Every other way out rolls back, and a connection the rollback cannot clear is
+// closed, which ends its transaction and its lock (database/sql then drops it from the pool).
 func (s *store) updateLocked(ctx context.Context, lockSQL string, lockArgs, dest []any,
 	change func(conn *pgx.Conn) (update string, args, ret []any, err error)) error {
 	return withPgx(ctx, s.db, func(conn *pgx.Conn) error {
@@ -107,7 +107,9 @@ func (s *store) updateLocked(ctx context.Context, lockSQL string, lockArgs, dest
 		if conn.PgConn().TxStatus() != 'I' {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			conn.Exec(rctx, "ROLLBACK") // on failure the driver drops the connection (above)
+			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+				conn.Close(rctx)
+			}
 		}
 		return err
 	})
