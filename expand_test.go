@@ -7,18 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/jackc/pgx/v5"
 )
 
 // Tests of expand[] (API.md section 5) and of the reference resources (API.md section 4) whose
@@ -770,27 +766,6 @@ func TestRetrieveExpandsAsListDoes(t *testing.T) {
 	}
 }
 
-// expQueryCounter counts the queries a store runs, alone or in a batch (a pgx.QueryTracer and
-// pgx.BatchTracer).
-type expQueryCounter struct{ n atomic.Int64 }
-
-func (c *expQueryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-
-func (c *expQueryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *expQueryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-
-func (c *expQueryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	c.n.Add(1)
-}
-
-func (c *expQueryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
 // expCallAt sends a GET with an API key to the server at base.
 func expCallAt(t *testing.T, base, path, key string) response {
 	t.Helper()
@@ -813,14 +788,8 @@ func expCallAt(t *testing.T, base, path, key string) response {
 
 func TestQueryCountOfExpansionIsFixed(t *testing.T) {
 	t.Parallel()
-	counter := &expQueryCounter{}
-	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: 4, tracer: counter})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv := httptest.NewServer(newHandler(st, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	defer srv.Close()
+	counter := &queryCounter{}
+	_, base := newTestServer(t, 4, counter)
 
 	// 100 contacts and 100 business records, each pointing at one of several organizations, users,
 	// stages and countries.
@@ -838,7 +807,7 @@ func TestQueryCountOfExpansionIsFixed(t *testing.T) {
 	bstages := expQueryIDs(t, `SELECT id FROM stages WHERE company_id = $1 AND board_id = $2 ORDER BY id`, c.id, board)
 	countries := []int64{724, 250, 276, 380, 620}
 	ctx := context.Background()
-	_, err = testEnv.st.db.ExecContext(ctx, `INSERT INTO contacts (company_id, name, organization_id, country_id, stage_id,
+	_, err := testEnv.st.db.ExecContext(ctx, `INSERT INTO contacts (company_id, name, organization_id, country_id, stage_id,
 		assigned_to_id, user_creator_id)
 		SELECT $1, 'Contact ' || i, ($2::bigint[])[1 + i % 5], ($3::bigint[])[1 + i % 5], ($4::bigint[])[1 + i % 3],
 			($5::bigint[])[1 + i % 4], ($5::bigint[])[1 + (i + 1) % 4]
@@ -861,11 +830,11 @@ func TestQueryCountOfExpansionIsFixed(t *testing.T) {
 	// object answered must have every expansion filled in.
 	queries := func(t *testing.T, path string, specs []expSpec, wantLen int) int64 {
 		t.Helper()
-		if r := expCallAt(t, srv.URL, "/v1/statuses", c.key); r.status != http.StatusOK {
+		if r := expCallAt(t, base, "/v1/statuses", c.key); r.status != http.StatusOK {
 			t.Fatalf("warm-up GET /v1/statuses = %d; want 200", r.status)
 		}
 		counter.n.Store(0)
-		r := expCallAt(t, srv.URL, path, c.key)
+		r := expCallAt(t, base, path, c.key)
 		n := counter.n.Load()
 		body := expBody(t, "GET "+path, r, http.StatusOK)
 		objs := []json.RawMessage{body}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -537,13 +538,7 @@ func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
 // and the server must go on with the same connection, rolled back rather than dropped.
 func TestFailedPatchReleasesItsLock(t *testing.T) {
 	t.Parallel()
-	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv := httptest.NewServer(newHandler(st, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	defer srv.Close()
+	st, base := newTestServer(t, 1, nil)
 	backend := func() (pid int) {
 		if err := st.db.QueryRow(`SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 			t.Fatalf("the server's connection: %v", err)
@@ -580,7 +575,7 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 		}
 	}
 	for _, tt := range tests {
-		r := callAt(t, nil, srv.URL, "PATCH", tt.path, c.key, tt.body, "If-Match", tt.ifMatch)
+		r := callAt(t, nil, base, "PATCH", tt.path, c.key, tt.body, "If-Match", tt.ifMatch)
 		if r.status != tt.status {
 			t.Errorf("%s: PATCH %s %s = %d; want %d (body %s)", tt.name, tt.path, tt.body, r.status, tt.status, r.body)
 		}
@@ -595,7 +590,7 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 	// the transaction is aborted with COMMIT unsent.
 	var version int64
 	lock := `SELECT version FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
-	err = st.updateLocked(context.Background(), lock, []any{c.id, ct.ID}, []any{&version},
+	err := st.updateLocked(context.Background(), lock, []any{c.id, ct.ID}, []any{&version},
 		func(*pgx.Conn) (string, []any, []any, error) {
 			return `UPDATE contacts SET name = '' WHERE company_id = $1 AND id = $2 RETURNING version`,
 				[]any{c.id, ct.ID}, []any{&version}, nil
@@ -605,4 +600,86 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 		t.Errorf("an UPDATE the database refuses: %v; want a 422 *apiError", err)
 	}
 	released("an UPDATE the database refuses", "contacts", ct.ID)
+}
+
+// queryCounter counts what a store sends PostgreSQL (a pgx.QueryTracer and pgx.BatchTracer): each
+// statement, alone or in a batch; or, perBatch, each round trip (a batch once, whatever it holds).
+type queryCounter struct {
+	n        atomic.Int64
+	perBatch bool
+}
+
+func (c *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (c *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *queryCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	if c.perBatch {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *queryCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	if !c.perBatch {
+		c.n.Add(1)
+	}
+}
+
+func (c *queryCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// TestWriteRoundTrips pins how many round trips each write takes: a PATCH locks in one and writes in
+// a second, and checks references in a third only when it changes one; a business record is created
+// in three; a DELETE without If-Match is one statement.
+func TestWriteRoundTrips(t *testing.T) {
+	t.Parallel()
+	rt := &queryCounter{perBatch: true}
+	_, base := newTestServer(t, 2, rt)
+	c := newTestCompany(t)
+	org := sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, 'Org') RETURNING id`, c.id)
+	other := sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, 'Other') RETURNING id`, c.id)
+	ct, _ := mustCreateContact(t, c, fmt.Sprintf(`{"name":"Ana","organizationId":%d}`, org))
+	gone, _ := bizCreate(t, c.key, `{"title":"Lost deal"}`)
+	contact := "/v1/contacts/" + ct.ID
+	callAt(t, nil, base, "GET", contact, c.key, "") // the key into this server's cache
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		want                     int64
+	}{
+		{"a PATCH of a field", "PATCH", contact, `{"jobTitle":"Buyer"}`, 200, 2},
+		{"a PATCH of a reference", "PATCH", contact, fmt.Sprintf(`{"organizationId":%d}`, other), 200, 3},
+		{"a PATCH that changes nothing (locks, then rolls back)", "PATCH", contact, `{"jobTitle":"Buyer"}`, 200, 2},
+		{"a business POST that takes the defaults", "POST", "/v1/business", `{"title":"New deal"}`, 201, 3},
+		{"a DELETE", "DELETE", bizPath(gone.ID), "", 204, 1},
+	}
+	for _, tt := range tests {
+		rt.n.Store(0)
+		r := callAt(t, nil, base, tt.method, tt.path, c.key, tt.body)
+		if r.status != tt.status {
+			t.Fatalf("%s: %s %s = %d; want %d (body %s)", tt.name, tt.method, tt.path, r.status, tt.status, r.body)
+		}
+		if got := rt.n.Load(); got != tt.want {
+			t.Errorf("%s: %d round trips; want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// newTestServer is a server of its own on the suite's database, with a pool of maxConns connections
+// that tracer (nil: none) watches, and a log thrown away; it stops when the test ends.
+func newTestServer(t *testing.T, maxConns int, tracer pgx.QueryTracer) (*store, string) {
+	t.Helper()
+	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: maxConns, tracer: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newHandler(st, slog.New(slog.NewTextHandler(io.Discard, nil))))
+	t.Cleanup(func() {
+		srv.Close()
+		st.Close()
+	})
+	return st, srv.URL
 }
