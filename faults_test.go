@@ -63,6 +63,24 @@ func (lr *loadResult) createContact(client *http.Client, base, key, name string)
 	}
 }
 
+// createFaultsContact creates a contact before the fault and returns its id.
+func createFaultsContact(t *testing.T, base, key string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+"/v1/contacts", strings.NewReader(`{"name":"renamed 0"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/contacts = %d (%v)", resp.StatusCode, err)
+	}
+	return c.ID
+}
+
 // storedContacts is the company's contacts by id, read with SQL.
 func storedContacts(t *testing.T, dbURL string, companyID int64) map[string]string {
 	t.Helper()
@@ -278,6 +296,41 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	var seq atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	// One more writer renames a contact of its own over and over (PATCH, a transaction of two round
+	// trips): at the end the stored name must be the last one acknowledged, or one sent after it
+	// whose answer was lost.
+	renamed := createFaultsContact(t, base, nc.APIKey)
+	var patchMu sync.Mutex
+	patchStatus := map[int]int{}
+	var patchAcked, patchSent atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := int64(1); ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			patchSent.Store(n)
+			req, _ := http.NewRequest("PATCH", base+"/v1/contacts/"+renamed, strings.NewReader(fmt.Sprintf(`{"name":"renamed %d"}`, n)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("x-api-key", nc.APIKey)
+			code := -1 // no answer
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				code = resp.StatusCode
+			}
+			patchMu.Lock()
+			patchStatus[code]++
+			patchMu.Unlock()
+			if code == http.StatusOK {
+				patchAcked.Store(n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -322,6 +375,7 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	}
 	proxy.target.Store(fmt.Sprintf("127.0.0.1:%d", pg.port))
 	up := time.Now()
+	patchedAtRestart := patchAcked.Load()
 	lr.mu.Lock()
 	createdAtRestart := lr.byStatus[http.StatusCreated]
 	lr.mu.Unlock()
@@ -373,9 +427,24 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d acknowledged contacts are not in the database", lost, len(lr.acked))
 	}
+	var last int64
+	fmt.Sscanf(stored[renamed], "renamed %d", &last)
+	if last < patchAcked.Load() || last > patchSent.Load() {
+		t.Errorf("the renamed contact is stored as %q; want the last name acknowledged (renamed %d) or one sent after it (up to %d)",
+			stored[renamed], patchAcked.Load(), patchSent.Load())
+	}
+	if patchAcked.Load() <= patchedAtRestart {
+		t.Errorf("no PATCH acknowledged after the database's return (last %d)", patchAcked.Load())
+	}
+	for s, n := range patchStatus {
+		if s != http.StatusOK && s != http.StatusServiceUnavailable {
+			t.Errorf("%d PATCH answers with status %d; want only 200 and 503 (-1: no answer)", n, s)
+		}
+	}
 	t.Logf("faults: %d answers %v; 201 before the stop %d; database away %v; recovered %v after its return; "+
-		"%d acknowledged, %d stored, %d lost", lr.total(), lr.byStatus, beforeStop, up.Sub(down).Round(time.Millisecond),
-		recovered.Round(time.Millisecond), len(lr.acked), len(stored), lost)
+		"%d acknowledged, %d stored, %d lost; PATCH answers %v, the last acknowledged %d, stored %d",
+		lr.total(), lr.byStatus, beforeStop, up.Sub(down).Round(time.Millisecond), recovered.Round(time.Millisecond),
+		len(lr.acked), len(stored), lost, patchStatus, patchAcked.Load(), last)
 }
 
 func (lr *loadResult) total() int {
