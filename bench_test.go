@@ -601,7 +601,7 @@ func startFloorServer(t *testing.T, cfg benchConfig, dbURL string, companyID int
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", handleHealthz())
 	for path, q := range map[string]string{
-		"GET /v1/floor/{id}":          `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2`,
+		"GET /v1/floor/{id}":          joinedGetSQL("contacts", contactColumns, nil),
 		"GET /v1/floor/{id}/expanded": joinedGetSQL("contacts", contactColumns, contactExpansions),
 	} {
 		mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -656,10 +656,12 @@ func benchScenarios(t *testing.T, ctx context.Context, db *benchDB, c benchCompa
 	t.Helper()
 	cid := strconv.FormatInt(c.ID, 10)
 	one := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-	getContact := one(`SELECT ` + contactColumns + ` FROM contacts WHERE company_id = :cid AND id = :id;`)
-	// A retrieve with expansions joins them into its statement (expand.go): the server's own builder
+	// A retrieve is one statement, its expansions joined in (expand.go): the server's own builder
 	// makes it.
-	getExpanded := strings.NewReplacer("$1", ":cid", "$2", ":id").Replace(one(joinedGetSQL("contacts", contactColumns, contactExpansions))) + ";"
+	getSQL := func(exps []expansion) string {
+		return strings.NewReplacer("$1", ":cid", "$2", ":id").Replace(one(joinedGetSQL("contacts", contactColumns, exps))) + ";"
+	}
+	getContact, getExpanded := getSQL(nil), getSQL(contactExpansions)
 	// The list statements come from the server's own list builder (list.go), so pgbench runs exactly
 	// what the server sends.
 	listSQL := func(query url.Values, after *cursorPos) (string, []string) {
