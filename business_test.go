@@ -372,30 +372,14 @@ func TestBusinessConcurrentCreatesGetDistinctPositions(t *testing.T) {
 	}
 
 	const n = 2
-	type result struct {
-		status int
-		body   []byte
-		err    error
-	}
-	results := make([]result, n)
+	results := make([]response, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", testEnv.baseURL+"/v1/business",
-				strings.NewReader(fmt.Sprintf(`{"title": "Concurrent %d"}`, i)))
-			req.Header.Set("x-api-key", c.key)
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				results[i].err = err
-				return
-			}
-			defer resp.Body.Close()
-			var buf bytes.Buffer
-			_, results[i].err = buf.ReadFrom(resp.Body)
-			results[i].status, results[i].body = resp.StatusCode, buf.Bytes()
+			results[i], errs[i] = send(nil, testEnv.baseURL, "POST", "/v1/business", c.key, fmt.Sprintf(`{"title": "Concurrent %d"}`, i))
 		}()
 	}
 	// Wait until both creates wait on the lock, or (should the server serialize creates in a stage
@@ -418,8 +402,8 @@ func TestBusinessConcurrentCreatesGetDistinctPositions(t *testing.T) {
 
 	var positions []int64
 	for i, r := range results {
-		if r.err != nil || r.status != http.StatusCreated {
-			t.Fatalf("concurrent POST %d = %d, %v; want 201 (body %s)", i, r.status, r.err, r.body)
+		if errs[i] != nil || r.status != http.StatusCreated {
+			t.Fatalf("concurrent POST %d = %d, %v; want 201 (body %s)", i, r.status, errs[i], r.body)
 		}
 		positions = append(positions, bizDecode(t, r.body).Position)
 	}

@@ -66,17 +66,10 @@ func (lr *loadResult) createContact(client *http.Client, base, key, name string)
 // createFaultsContact creates a contact before the fault and returns its id.
 func createFaultsContact(t *testing.T, base, key string) string {
 	t.Helper()
-	req, _ := http.NewRequest("POST", base+"/v1/contacts", strings.NewReader(`{"name":"renamed 0"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("x-api-key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	r := callAt(t, nil, base, "POST", "/v1/contacts", key, `{"name":"renamed 0"}`)
 	var c struct{ ID string }
-	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /v1/contacts = %d (%v)", resp.StatusCode, err)
+	if err := json.Unmarshal(r.body, &c); err != nil || r.status != http.StatusCreated {
+		t.Fatalf("POST /v1/contacts = %d (%v)", r.status, err)
 	}
 	return c.ID
 }
@@ -313,14 +306,9 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 			default:
 			}
 			patchSent.Store(n)
-			req, _ := http.NewRequest("PATCH", base+"/v1/contacts/"+renamed, strings.NewReader(fmt.Sprintf(`{"name":"renamed %d"}`, n)))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("x-api-key", nc.APIKey)
 			code := -1 // no answer
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				code = resp.StatusCode
+			if r, err := send(nil, base, "PATCH", "/v1/contacts/"+renamed, nc.APIKey, fmt.Sprintf(`{"name":"renamed %d"}`, n)); err == nil {
+				code = r.status
 			}
 			patchMu.Lock()
 			patchStatus[code]++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -52,13 +53,23 @@ func startServer(t *testing.T, env map[string]string, log io.Writer) string {
 // callAt is call against the server at base, through client (nil: http.DefaultClient).
 func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
 	t.Helper()
+	r, err := send(client, base, method, path, key, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// send is callAt without a test: goroutines, which may not call t.Fatal, use it. hdr is pairs of
+// header name and value; an empty value removes the header.
+func send(client *http.Client, base, method, path, key, body string, hdr ...string) (response, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, base+path, rd)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	if key != "" {
 		req.Header.Set("x-api-key", key)
@@ -78,14 +89,14 @@ func callAt(t *testing.T, client *http.Client, base, method, path, key, body str
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("%s %s: read body: %v", method, path, err)
+		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 // rawClient leaves Content-Encoding to the test instead of undoing gzip itself.

@@ -484,20 +484,15 @@ func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					req, _ := http.NewRequest("PATCH", testEnv.baseURL+rec.path, strings.NewReader(body))
-					req.Header.Set("x-api-key", c.key)
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := http.DefaultClient.Do(req)
+					r, err := send(nil, testEnv.baseURL, "PATCH", rec.path, c.key, body)
 					if err != nil {
-						t.Errorf("PATCH %s: %v", body, err)
+						t.Error(err)
 						return
 					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						t.Errorf("PATCH %s = %d; want 200", body, resp.StatusCode)
+					if r.status != http.StatusOK {
+						t.Errorf("PATCH %s = %d; want 200", body, r.status)
 					}
-					tags[i] = resp.Header.Get("ETag")
+					tags[i] = r.header.Get("ETag")
 				}()
 			}
 			wg.Wait()
