@@ -530,7 +530,8 @@ func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
 
 // TestFailedPatchReleasesItsLock runs every way a PATCH can end after it has locked the row on a
 // server with a pool of one connection: a writer from another connection must not wait for the row,
-// and the server must go on with the same connection, rolled back rather than dropped.
+// and the server must go on with the same connection, rolled back rather than dropped; unless the
+// ROLLBACK cannot be sent, when the connection must be closed and replaced.
 func TestFailedPatchReleasesItsLock(t *testing.T) {
 	t.Parallel()
 	st, base := newTestServer(t, 1, nil)
@@ -595,6 +596,32 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 		t.Errorf("an UPDATE the database refuses: %v; want a 422 *apiError", err)
 	}
 	released("an UPDATE the database refuses", "contacts", ct.ID)
+
+	// A change that leaves the connection busy (a result it never reads) makes the ROLLBACK fail on a
+	// live connection: the server must close it, which ends the transaction and its lock, and the
+	// pool must go on with a new one instead of handing out one still in the transaction.
+	boom := errors.New("a change that leaves its connection busy")
+	err = st.updateLocked(context.Background(), lock, []any{c.id, ct.ID}, []any{&version},
+		func(conn *pgx.Conn) (string, []any, []any, error) {
+			if _, err := conn.Query(context.Background(), `SELECT 1`); err != nil {
+				return "", nil, nil, err
+			}
+			return "", nil, nil, boom
+		})
+	if !errors.Is(err, boom) {
+		t.Errorf("a change that leaves its connection busy: %v; want its error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := testEnv.st.db.ExecContext(ctx, `UPDATE contacts SET company_id = company_id WHERE id = $1`, ct.ID); err != nil {
+		t.Errorf("after a ROLLBACK that could not be sent: another connection could not write the row: %v", err)
+	}
+	if got := backend(); got == pid {
+		t.Errorf("after a ROLLBACK that could not be sent: the server still has backend %d; want it closed and a new one", pid)
+	}
+	if r := callAt(t, nil, base, "PATCH", "/v1/contacts/"+ct.ID, c.key, `{"city":"Cádiz"}`); r.status != http.StatusOK {
+		t.Errorf("a PATCH after the closed connection = %d; want 200 (body %s)", r.status, r.body)
+	}
 }
 
 // queryCounter counts what a store sends PostgreSQL (a pgx.QueryTracer and pgx.BatchTracer): each
