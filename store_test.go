@@ -558,14 +558,19 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 		{"a business status that is not one", bizPath(b.ID), `{"statusId": 999}`, "", 422},
 		{"a business change", bizPath(b.ID), `{"title": "Won"}`, "", 200},
 	}
-	// released checks that the row is not locked any more and that the server kept its connection.
-	released := func(name, table string, id any) {
+	// writable checks that the row is not locked any more; released, that and that the server kept
+	// its connection.
+	writable := func(name, table string, id any) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		if _, err := testEnv.st.db.ExecContext(ctx, `UPDATE `+table+` SET company_id = company_id WHERE id = $1`, id); err != nil {
 			t.Errorf("%s: another connection could not write the row: %v", name, err)
 		}
+	}
+	released := func(name, table string, id any) {
+		t.Helper()
+		writable(name, table, id)
 		if got := backend(); got != pid {
 			t.Errorf("%s: the server's connection is now backend %d; want %d still (rolled back, kept)", name, got, pid)
 		}
@@ -611,11 +616,7 @@ func TestFailedPatchReleasesItsLock(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Errorf("a change that leaves its connection busy: %v; want its error", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if _, err := testEnv.st.db.ExecContext(ctx, `UPDATE contacts SET company_id = company_id WHERE id = $1`, ct.ID); err != nil {
-		t.Errorf("after a ROLLBACK that could not be sent: another connection could not write the row: %v", err)
-	}
+	writable("after a ROLLBACK that could not be sent", "contacts", ct.ID)
 	if got := backend(); got == pid {
 		t.Errorf("after a ROLLBACK that could not be sent: the server still has backend %d; want it closed and a new one", pid)
 	}
