@@ -1039,6 +1039,9 @@ func benchReport(cfg benchConfig, db *benchDB, results []scenarioResult, static 
 			fmtDur(h.p50), fmtDur(h.p99), h.errors, d.rps, fmtDur(d.p50), fmtDur(d.p99), ratio(h.rps, d.rps),
 			ratio(h.rps, st.rps), target)
 	}
+	b.WriteString("\nwrk corrects its latencies for coordinated omission (stats_correct in wrk.c): a request that stalls " +
+		"for S also counts for the requests its connection would have sent meanwhile, one sample per mean interval " +
+		"between them, so a rare long stall lifts wrk's p99 far above pgbench's, whose per-transaction log is not corrected.\n")
 	var p1, p10k runStats
 	for _, r := range results {
 		switch r.scenario.name {
