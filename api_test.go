@@ -21,60 +21,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// response is a finished HTTP exchange.
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// call sends a request to the test server. key "" sends no x-api-key; body "" sends no body; a
-// body gets Content-Type: application/json unless hdr sets one. hdr is "Name", "value" pairs.
-func call(t *testing.T, method, path, key, body string, hdr ...string) response {
-	t.Helper()
-	return callAt(t, nil, testEnv.baseURL, method, path, key, body, hdr...)
-}
-
-// problemBody is the RFC 9457 error body.
-type problemBody struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Detail    string       `json:"detail"`
-	Code      string       `json:"code"`
-	RequestID string       `json:"requestId"`
-	Errors    []fieldProbl `json:"errors"`
-}
-
-type fieldProbl struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// wantProblem fails the test unless r is a problem+json answer with this status and code.
-func wantProblem(t *testing.T, r response, status int, code string) problemBody {
-	t.Helper()
-	var p problemBody
-	if r.status != status {
-		t.Errorf("status = %d; want %d (body %s)", r.status, status, r.body)
-	}
-	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q; want application/problem+json", ct)
-	}
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("problem body %s: %v", r.body, err)
-	}
-	if p.Status != status || p.Code != code || p.Title == "" || p.Detail == "" || p.Type == "" {
-		t.Errorf("problem = %+v; want status %d, code %q, a title, a detail and a type", p, status, code)
-	}
-	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
-		t.Errorf("problem requestId %q; want the X-Request-Id header %q", p.RequestID, r.header.Get("X-Request-Id"))
-	}
-	return p
-}
-
 func TestHealthAndReadiness(t *testing.T) {
 	t.Parallel()
 	for _, path := range []string{"/healthz", "/readyz"} {

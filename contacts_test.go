@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -234,15 +233,6 @@ func sqlBoardStage(t *testing.T, companyID int64) int64 {
 func sqlOrganization(t *testing.T, companyID int64, name string) int64 {
 	t.Helper()
 	return sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`, companyID, name)
-}
-
-func sqlID(t *testing.T, q string, args ...any) int64 {
-	t.Helper()
-	var id int64
-	if err := testEnv.st.db.QueryRowContext(context.Background(), q, args...).Scan(&id); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return id
 }
 
 func parseAPITime(t *testing.T, s string) time.Time {

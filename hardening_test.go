@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,102 +16,6 @@ import (
 	"testing"
 	"time"
 )
-
-// startServer runs `rolodex serve` through run() on a free port with env (DATABASE_URL defaults to
-// the suite's database), logging to log, and returns its base URL; the server stops when the test ends.
-func startServer(t *testing.T, env map[string]string, log io.Writer) string {
-	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
-	for k, v := range env {
-		all[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return all[k] }, io.Discard, log)
-	}()
-	base := "http://" + addr
-	if err := waitHealthy(base, done); err != nil {
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return base
-}
-
-// callAt is call against the server at base, through client (nil: http.DefaultClient).
-func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
-	t.Helper()
-	r, err := send(client, base, method, path, key, body, hdr...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
-// send is callAt without a test: goroutines, which may not call t.Fatal, use it. hdr is pairs of
-// header name and value; an empty value removes the header.
-func send(client *http.Client, base, method, path, key, body string, hdr ...string) (response, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	if err != nil {
-		return response{}, err
-	}
-	if key != "" {
-		req.Header.Set("x-api-key", key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-			continue
-		}
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
-var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
-	}
-	return out
-}
 
 func TestGzipCompressesLargeAnswersOnly(t *testing.T) {
 	t.Parallel()
