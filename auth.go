@@ -42,18 +42,26 @@ func tenantOf(r *http.Request) tenant {
 	return tenant{companyID: ri.companyID, userID: ri.userID}
 }
 
-// newAPIKey returns a new random key and its SHA-256.
-func newAPIKey() (string, [32]byte) {
+// newAPIKey returns a new random key.
+func newAPIKey() string {
 	var b [24]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	key := "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
-	return key, sha256.Sum256([]byte(key))
+	return "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// insertAPIKey stores a new key for the user of the company inside tx and returns the key, which is
-// not kept anywhere else.
-func insertAPIKey(ctx context.Context, tx *sql.Tx, companyID, userID int64) (string, error) {
-	key, hash := newAPIKey()
+// hashKey is what is stored of a key: its SHA-256.
+func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// execer is what *sql.DB and *sql.Tx have in common for a write.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertAPIKey stores a new key for the user of the company (inside a transaction, or not) and returns
+// the key, which is kept nowhere else.
+func insertAPIKey(ctx context.Context, tx execer, companyID, userID int64) (string, error) {
+	key := newAPIKey()
+	hash := hashKey(key)
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash) VALUES ($1, $2, $3, $4)`
 	if _, err := tx.ExecContext(ctx, q, companyID, userID, key[:keyPrefixLen], hash[:]); err != nil {
 		return "", fmt.Errorf("insert api key: %w", err)
@@ -64,20 +72,15 @@ func insertAPIKey(ctx context.Context, tx *sql.Tx, companyID, userID int64) (str
 // createAPIKey makes a new key for a user of the company (userID 0: the company's first user).
 // It returns errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64) (string, error) {
-	var key string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2 = 0 OR id = $2) ORDER BY id LIMIT 1`
-		if err := tx.QueryRowContext(ctx, q, companyID, userID).Scan(&userID); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return errNotFound
-			}
-			return fmt.Errorf("find user: %w", err)
-		}
-		var err error
-		key, err = insertAPIKey(ctx, tx, companyID, userID)
-		return err
-	})
-	return key, err
+	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
+	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("find user: %w", err)
+	}
+	return insertAPIKey(ctx, s.db, companyID, userID)
 }
 
 // revokeAPIKey revokes the active key whose display prefix starts prefixOrKey (a whole key works
@@ -137,8 +140,7 @@ func (a *authenticator) resolve(ctx context.Context, key string) (tenant, error)
 	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
 	}
-	var buf [maxKeyLen]byte // hashing a copy on the stack: []byte(key) would allocate
-	hash := sha256.Sum256(buf[:copy(buf[:], key)])
+	hash := hashKey(key)
 	now := a.now()
 	a.mu.RLock()
 	c, ok := a.cache[hash]
@@ -182,7 +184,7 @@ func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next ht
 			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
 			return
 		}
-		key := r.Header.Get("X-Api-Key") // the canonical form: "x-api-key" would be canonicalized on every request
+		key := r.Header.Get("x-api-key")
 		t, err := a.resolve(r.Context(), key)
 		if errors.Is(err, errNotFound) {
 			fails.fail(addr)

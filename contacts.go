@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // contact is a person the company deals with (API.md section 3, SEED-SPEC.md 2.1).
@@ -36,33 +34,31 @@ type contact struct {
 	Version        int64
 }
 
-// contactFields are the fields a client may set, applied onto c.
+// fields are the fields a client may set, applied onto c.
 func (c *contact) fields() []bodyField {
 	return []bodyField{
-		{"name", requiredText(&c.Name, 255)},
-		{"surname", nullableText(&c.Surname, 255, nil)},
-		{"dni", nullableText(&c.DNI, 255, nil)},
-		{"jobTitle", nullableText(&c.JobTitle, 255, nil)},
-		{"email", nullableText(&c.Email, 255, checkEmail)},
-		{"secondaryEmail", nullableText(&c.SecondaryEmail, 255, checkEmail)},
-		{"phone", nullableText(&c.Phone, 255, nil)},
-		{"mobilePhone", nullableText(&c.MobilePhone, 255, nil)},
-		{"urlAvatar", nullableText(&c.URLAvatar, 1000, checkHTTPURL)},
-		{"address", nullableText(&c.Address, 1000, nil)},
-		{"city", nullableText(&c.City, 255, nil)},
-		{"withSales", boolean(&c.WithSales)},
-		{"countryId", nullableID(&c.CountryID)},
-		{"classification", nullableInt(&c.Classification, -1<<31, 1<<31-1)},
-		{"stageId", nullableID(&c.StageID)},
-		{"organizationId", nullableID(&c.OrganizationID)},
-		{"assignedToId", nullableID(&c.AssignedToID)},
+		{"name", requiredText(&c.Name, 255), true},
+		{"surname", nullableText(&c.Surname, 255, nil), false},
+		{"dni", nullableText(&c.DNI, 255, nil), false},
+		{"jobTitle", nullableText(&c.JobTitle, 255, nil), false},
+		{"email", nullableText(&c.Email, 255, checkEmail), false},
+		{"secondaryEmail", nullableText(&c.SecondaryEmail, 255, checkEmail), false},
+		{"phone", nullableText(&c.Phone, 255, nil), false},
+		{"mobilePhone", nullableText(&c.MobilePhone, 255, nil), false},
+		{"urlAvatar", nullableText(&c.URLAvatar, 1000, checkHTTPURL), false},
+		{"address", nullableText(&c.Address, 1000, nil), false},
+		{"city", nullableText(&c.City, 255, nil), false},
+		{"withSales", boolean(&c.WithSales), false},
+		{"countryId", nullableID(&c.CountryID), false},
+		{"classification", nullableInt(&c.Classification, -1<<31, 1<<31-1), false},
+		{"stageId", nullableID(&c.StageID), false},
+		{"organizationId", nullableID(&c.OrganizationID), false},
+		{"assignedToId", nullableID(&c.AssignedToID), false},
 	}
 }
 
-var readOnlyFields = []string{"id", "userCreatorId", "createdAt", "updatedAt"}
-
-// appendContact appends c as JSON, keys in a fixed order; id is a string of digits (SEED-SPEC.md 2.1).
-func appendContact(b []byte, c *contact) []byte {
+// appendJSON appends c as JSON, keys in a fixed order; id is a string of digits (SEED-SPEC.md 2.1).
+func (c *contact) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":"`...)
 	b = strconv.AppendInt(b, c.ID, 10)
 	b = append(b, `","name":`...)
@@ -108,11 +104,42 @@ func appendContact(b []byte, c *contact) []byte {
 	return append(b, '}')
 }
 
-// SQL of contacts. Every statement is scoped by company_id.
+func (c *contact) key() int64     { return c.ID }
+func (c *contact) version() int64 { return c.Version }
 
-const contactColumns = `id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
-	url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
-	assigned_to_id, user_creator_id, created_at, updated_at, version`
+// sortKey returns c's key in the sort of that name (list.go cursors carry it).
+func (c *contact) sortKey(sort string) (string, bool) {
+	switch sort {
+	case "createdAt":
+		return timeKey(c.CreatedAt), false
+	case "updatedAt":
+		return timeKey(c.UpdatedAt), false
+	case "name":
+		return c.Name, false
+	case "surname":
+		return c.Surname.String, !c.Surname.Valid
+	}
+	return "", false
+}
+
+// relatedID returns the id the expansion name points at.
+func (c *contact) relatedID(name string) (int64, bool) {
+	switch name {
+	case "organization":
+		return c.OrganizationID.Int64, c.OrganizationID.Valid
+	case "country":
+		return c.CountryID.Int64, c.CountryID.Valid
+	case "stage":
+		return c.StageID.Int64, c.StageID.Valid
+	case "assignedTo":
+		return c.AssignedToID.Int64, c.AssignedToID.Valid
+	case "userCreator":
+		return c.UserCreatorID, true
+	}
+	return 0, false
+}
+
+// SQL of contacts. Every statement is scoped by company_id.
 
 func (c *contact) scanDest() []any {
 	return []any{&c.ID, &c.Name, &c.Surname, &c.DNI, &c.JobTitle, &c.Email, &c.SecondaryEmail, &c.Phone,
@@ -120,12 +147,18 @@ func (c *contact) scanDest() []any {
 		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version}
 }
 
-// writableValues are the values of the columns a client sets, in the order of $2.. in
-// insertContact and updateContact.
-func (c *contact) writableValues() []any {
-	return []any{c.Name, c.Surname, c.DNI, c.JobTitle, c.Email, c.SecondaryEmail, c.Phone, c.MobilePhone,
-		c.URLAvatar, c.Address, c.City, c.WithSales, c.CountryID, c.Classification, c.StageID,
-		c.OrganizationID, c.AssignedToID}
+var contacts = &resource{
+	path: "/v1/contacts",
+	selectSQL: `SELECT id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
+		url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
+		assigned_to_id, user_creator_id, created_at, updated_at, version
+		FROM contacts WHERE company_id = $1`,
+	countSQL: `SELECT count(*) FROM contacts WHERE company_id = $1`,
+	deleteSQL: `WITH gone AS (DELETE FROM contacts WHERE company_id = $1 AND id = $2
+			AND ($3::bigint[] IS NULL OR version = ANY($3)) RETURNING id)
+		SELECT EXISTS (SELECT FROM gone), EXISTS (SELECT FROM contacts WHERE company_id = $1 AND id = $2)`,
+	lists:      contactLists,
+	expansions: contactExpansions,
 }
 
 // contactLists is what GET /v1/contacts and /v1/contacts/count take (API.md section 6).
@@ -152,148 +185,70 @@ var contactLists = &listSpec{
 	q: `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,
 }
 
-// contactSortKey returns c's key in the sort of that name (list.go cursors carry it).
-func contactSortKey(c *contact, sort string) (string, bool) {
-	switch sort {
-	case "createdAt":
-		return timeKey(c.CreatedAt), false
-	case "updatedAt":
-		return timeKey(c.UpdatedAt), false
-	case "name":
-		return c.Name, false
-	case "surname":
-		return c.Surname.String, !c.Surname.Valid
-	}
-	return "", false
-}
-
-// checkContactRefs returns a field error for each reference of c that is not an object the company may
-// use: a country, one of its contact stages, organizations and users. Another company's object is
+// checkContactRefs returns fieldErrors naming each reference of c that is not an object the company
+// may use: a country, one of its contact stages, organizations or users. Another company's object is
 // reported exactly like one that does not exist.
-func checkContactRefs(ctx context.Context, q rowFunc, companyID int64, c *contact) ([]fieldError, error) {
-	if !c.CountryID.Valid && !c.StageID.Valid && !c.OrganizationID.Valid && !c.AssignedToID.Valid {
-		return nil, nil
-	}
-	const sqlRefs = `SELECT
+func (s *store) checkContactRefs(ctx context.Context, companyID int64, c *contact) error {
+	const q = `SELECT
 		$2::bigint IS NULL OR EXISTS (SELECT FROM countries WHERE id = $2),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND id = $3 AND board_id IS NULL),
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := q(ctx, sqlRefs, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
+	err := s.db.QueryRowContext(ctx, q, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
 		Scan(&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
-		return nil, fmt.Errorf("check contact references: %w", err)
+		return fmt.Errorf("check contact references: %w", err)
 	}
 	return refErrors(ok[:], []string{"countryId", "stageId", "organizationId", "assignedToId"},
-		[]string{"country", "contact stage", "organization", "user"}), nil
+		[]string{"country", "contact stage", "organization", "user"})
 }
 
-// createContact creates a contact from the members of a POST body for the tenant (the key's user is
-// its creator). Bad fields and references are an *apiError.
-func (s *store) createContact(ctx context.Context, t tenant, members []member) (contact, error) {
-	var c contact
-	errs := applyMembers(members, c.fields(), readOnlyFields)
-	if c.Name == "" && !hasField(errs, "name") {
-		errs = append(errs, fieldError{Field: "name", Message: "is required"})
-	}
-	refErrs, err := checkContactRefs(ctx, dbRow(s.db), t.companyID, &c)
-	if err := fieldFailure(errs, refErrs, err); err != nil {
+// createContact stores a new contact c for the tenant (its user is the creator). References to
+// objects the company does not have are fieldErrors.
+func (s *store) createContact(ctx context.Context, t tenant, c contact) (contact, error) {
+	if err := s.checkContactRefs(ctx, t.companyID, &c); err != nil {
 		return c, err
 	}
-	const q = `INSERT INTO contacts (company_id, name, surname, dni, job_title, email, secondary_email, phone,
-		mobile_phone, url_avatar, address, city, with_sales, country_id, classification, stage_id,
-		organization_id, assigned_to_id, user_creator_id)
+	const q = `INSERT INTO contacts (company_id, user_creator_id, name, surname, dni, job_title, email,
+		secondary_email, phone, mobile_phone, url_avatar, address, city, with_sales, country_id,
+		classification, stage_id, organization_id, assigned_to_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		RETURNING id, created_at, updated_at, version`
 	c.UserCreatorID = t.userID
-	args := append(append([]any{t.companyID}, c.writableValues()...), t.userID)
-	err = s.db.QueryRowContext(ctx, q, args...).Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
+	err := s.db.QueryRowContext(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...)...).
+		Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
 	}
 	return c, nil
 }
 
-// updateContact applies a merge patch to the company's contact id in one transaction: it locks the
-// row, checks If-Match, applies the members and, when something changed, validates and writes it,
-// moving updatedAt. It returns errNotFound, errPreconditionFailed, or an *apiError for bad fields.
-// References are checked only when the patch changes them: the ones already stored were checked when
-// they were written, and the company-scoped foreign keys keep them so.
-func (s *store) updateContact(ctx context.Context, companyID, id int64, ifMatch string, members []member) (contact, error) {
-	var c contact
-	lock := `SELECT ` + contactColumns + ` FROM contacts WHERE company_id = $1 AND id = $2 FOR UPDATE`
-	err := s.updateLocked(ctx, lock, []any{companyID, id}, c.scanDest(), func(conn *pgx.Conn) (string, []any, []any, error) {
-		if !ifMatchOK(ifMatch, c.Version) {
-			return "", nil, nil, errPreconditionFailed
+// updateContact writes c over old, the company's contact as it was read, moving updatedAt and the
+// version. It returns errConflict when the contact has changed since old was read, errNotFound when
+// it is gone, and fieldErrors for references the patch changed to objects the company does not have
+// (the ones already stored were checked when they were written, and the foreign keys keep them so).
+func (s *store) updateContact(ctx context.Context, companyID int64, old, c contact) (contact, error) {
+	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
+		c.AssignedToID != old.AssignedToID {
+		if err := s.checkContactRefs(ctx, companyID, &c); err != nil {
+			return c, err
 		}
-		old := c
-		errs := applyMembers(members, c.fields(), readOnlyFields)
-		if errs == nil && c == old {
-			return "", nil, nil, nil // nothing changed: updatedAt and the ETag stay
-		}
-		var refErrs []fieldError
-		var err error
-		if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
-			c.AssignedToID != old.AssignedToID {
-			refErrs, err = checkContactRefs(ctx, connRow(conn), companyID, &c)
-		}
-		if err := fieldFailure(errs, refErrs, err); err != nil {
-			return "", nil, nil, err
-		}
-		const upd = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
-			secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
-			with_sales = $14, country_id = $15, classification = $16, stage_id = $17, organization_id = $18,
-			assigned_to_id = $19, version = version + 1,
-			updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
-			WHERE company_id = $1 AND id = $2
-			RETURNING updated_at, version`
-		return upd, append([]any{companyID, id}, c.writableValues()...), []any{&c.UpdatedAt, &c.Version}, nil
-	})
-	return c, err
-}
-
-// deleteContact deletes the company's contact id if If-Match admits it. It returns errNotFound or
-// errPreconditionFailed.
-func (s *store) deleteContact(ctx context.Context, companyID, id int64, ifMatch string) error {
-	const q = `DELETE FROM contacts WHERE company_id = $1 AND id = $2 RETURNING version`
-	return s.deleteIfMatch(ctx, q, companyID, id, ifMatch)
-}
-
-// contactsResource binds contacts to the generic handlers.
-func contactsResource(st *store) *resource[contact] {
-	return &resource[contact]{
-		path:       "/v1/contacts",
-		lists:      contactLists,
-		list:       listRows[contact](st.db, `SELECT `+contactColumns+` FROM contacts WHERE company_id = $1`),
-		count:      countRows(st.db, `SELECT count(*) FROM contacts WHERE company_id = $1`),
-		sortKey:    contactSortKey,
-		get:        getJoined[contact](st.db, "contacts", contactColumns, contactExpansions),
-		create:     st.createContact,
-		update:     st.updateContact,
-		delete:     st.deleteContact,
-		st:         st,
-		expansions: contactExpansions,
-		ref:        contactRef,
-		encode:     appendContact,
-		id:         func(c *contact) int64 { return c.ID },
-		version:    func(c *contact) int64 { return c.Version },
 	}
+	const q = `UPDATE contacts SET name = $4, surname = $5, dni = $6, job_title = $7, email = $8,
+		secondary_email = $9, phone = $10, mobile_phone = $11, url_avatar = $12, address = $13, city = $14,
+		with_sales = $15, country_id = $16, classification = $17, stage_id = $18, organization_id = $19,
+		assigned_to_id = $20, version = version + 1,
+		updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+		WHERE company_id = $1 AND id = $2 AND version = $3
+		RETURNING updated_at, version`
+	args := append([]any{companyID, old.ID, old.Version}, c.writableValues()...)
+	return c, s.updateRow(ctx, q, args, &c.UpdatedAt, &c.Version)
 }
 
-// contactRef returns the id the contact's expansion name points at.
-func contactRef(c *contact, name string) sql.NullInt64 {
-	switch name {
-	case "organization":
-		return c.OrganizationID
-	case "country":
-		return c.CountryID
-	case "stage":
-		return c.StageID
-	case "assignedTo":
-		return c.AssignedToID
-	case "userCreator":
-		return sql.NullInt64{Int64: c.UserCreatorID, Valid: true}
-	}
-	return sql.NullInt64{}
+// writableValues are the values of the columns a client sets, in the order of the statements above.
+func (c *contact) writableValues() []any {
+	return []any{c.Name, c.Surname, c.DNI, c.JobTitle, c.Email, c.SecondaryEmail, c.Phone, c.MobilePhone,
+		c.URLAvatar, c.Address, c.City, c.WithSales, c.CountryID, c.Classification, c.StageID,
+		c.OrganizationID, c.AssignedToID}
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,59 +23,51 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode"
 )
+
+// A local PostgreSQL for `rolodex dev` and the tests: started from the server binaries on the
+// machine, under a data folder of its own, on loopback only.
 
 const (
-	pgReadyLine     = "database system is ready to accept connections"
-	pgStartTimeout  = 30 * time.Second
-	pgStopTimeout   = 10 * time.Second
-	pgStaleTimeout  = 30 * time.Second
-	pgPollInterval  = 100 * time.Millisecond
-	pgLogTailBytes  = 4 << 10
-	pgMaxSocketPath = 100 // sun_path is 104 bytes on macOS, 108 on Linux
+	pgReadyLine    = "database system is ready to accept connections"
+	pgStartTimeout = 30 * time.Second
+	pgStopTimeout  = 10 * time.Second
+	pgLogTailBytes = 4 << 10
 )
 
-// errPGPortInUse marks a start-up failure worth retrying on another port.
-var errPGPortInUse = errors.New("port already in use")
-
-// localPG is a PostgreSQL server started by this process from the binaries on the machine.
+// localPG is a PostgreSQL server started by this process.
 type localPG struct {
 	cmd      *exec.Cmd
 	port     int
 	log      *pgLog
 	exited   chan struct{} // closed once cmd.Wait has returned
-	waitErr  error         // result of cmd.Wait; read only after exited is closed
+	waitErr  error         // what cmd.Wait returned; read only after exited is closed
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// pgBinaries holds absolute paths of the PostgreSQL programs; pgCtl and pgIsReady may be empty.
-type pgBinaries struct {
-	initdb, postgres, pgCtl, pgIsReady string
-}
+// pgBinaries are the absolute paths of the PostgreSQL programs; pgCtl may be empty.
+type pgBinaries struct{ initdb, postgres, pgCtl string }
 
-// pgUser is the unprivileged account the server runs as when this process is root.
+// pgUser is the unprivileged account the server runs as when this process is root: PostgreSQL
+// refuses to run as root.
 type pgUser struct {
 	name     string
 	uid, gid uint32
 }
 
 // startLocalPG starts (initialising on first use) a PostgreSQL server whose data lives in dir/data,
-// listening on 127.0.0.1 on a free port, with superuser "postgres" and trust auth on loopback only.
-// logw receives the server's own log output (may be io.Discard). fast=true turns off fsync,
-// synchronous_commit and full_page_writes (for throw-away test clusters only).
-// It returns when the server accepts connections, or an error that says what to install when no
-// PostgreSQL binaries are found. ctx bounds the start-up only, not the server's lifetime.
+// listening on 127.0.0.1 on a free port below 32000, with superuser "postgres" and trust auth on
+// loopback only. logw receives the server's log (nil: discarded). fast turns off fsync and the like,
+// for throw-away test clusters. It returns when the server accepts connections; ctx bounds the start
+// only. With no PostgreSQL binaries on the machine, the error says what to install.
 func startLocalPG(ctx context.Context, dir string, logw io.Writer, fast bool) (*localPG, error) {
-	bins, err := findPGBinaries()
+	bins, err := findPGBinariesIn(filepath.SplitList(os.Getenv("PATH")), pgVersionedBinDirs())
 	if err != nil {
 		return nil, err
 	}
-	// Children run with cwd=dir, so every path handed to them must be absolute.
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("postgres dir: %w", err)
+	if dir, err = filepath.Abs(dir); err != nil { // the children run in dir: every path must be absolute
+		return nil, err
 	}
 	runAs, err := pgRunAs()
 	if err != nil {
@@ -86,176 +80,114 @@ func startLocalPG(ctx context.Context, dir string, logw io.Writer, fast bool) (*
 	if err := initPGData(ctx, bins, dir, dataDir, runAs, fast); err != nil {
 		return nil, err
 	}
-	stopStalePG(ctx, bins, dir, dataDir, runAs)
+	if bins.pgCtl != "" && pgPIDFileLive(filepath.Join(dataDir, "postmaster.pid")) {
+		// A server left running by an earlier run that was killed: stop it (errors do not matter,
+		// PostgreSQL itself clears a pid file whose process is gone).
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cmd := exec.CommandContext(sctx, bins.pgCtl, "-D", dataDir, "stop", "-m", "fast", "-w", "-t", "20")
+		configurePGChild(cmd, dir, runAs)
+		cmd.Run()
+		cancel()
+	}
 	if logw == nil {
 		logw = io.Discard
 	}
 	p, err := launchPG(ctx, bins, dir, runAs, logw, fast)
-	if errors.Is(err, errPGPortInUse) {
-		// Another process grabbed the port between freePort and the server's bind.
-		p, err = launchPG(ctx, bins, dir, runAs, logw, fast)
+	if err != nil && strings.Contains(err.Error(), "Address already in use") {
+		p, err = launchPG(ctx, bins, dir, runAs, logw, fast) // another process took the port meanwhile
 	}
 	return p, err
 }
 
-// URL returns a connection URL for database dbname on this server (postgres://postgres@127.0.0.1:PORT/dbname?sslmode=disable).
+// URL returns a connection URL for database dbname on this server.
 func (p *localPG) URL(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, url.PathEscape(dbname))
 }
 
-// Stop shuts the server down (fast mode) and waits for it to exit; safe to call twice.
-// Later calls return the first call's result.
+// Stop shuts the server down (fast mode) and waits for it to exit; later calls return the first's result.
 func (p *localPG) Stop() error {
-	p.stopOnce.Do(func() { p.stopErr = p.stop() })
+	p.stopOnce.Do(func() {
+		// SIGINT is PostgreSQL's "fast" shutdown: abort sessions, checkpoint, exit.
+		p.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.exited:
+		case <-time.After(pgStopTimeout):
+			p.cmd.Process.Kill()
+			<-p.exited
+			p.stopErr = fmt.Errorf("stop postgres: no shutdown within %v, killed it; log:\n%s", pgStopTimeout, p.log.tail())
+			return
+		}
+		if p.waitErr != nil {
+			p.stopErr = fmt.Errorf("postgres exited: %w; log:\n%s", p.waitErr, p.log.tail())
+		}
+	})
 	return p.stopErr
 }
 
-func (p *localPG) stop() error {
-	select {
-	case <-p.exited:
-		return p.exitErr()
-	default:
-	}
-	// SIGINT is PostgreSQL's "fast" shutdown: abort sessions, checkpoint, exit.
-	if err := p.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop postgres: %w", err)
-	}
-	timer := time.NewTimer(pgStopTimeout)
-	defer timer.Stop()
-	select {
-	case <-p.exited:
-		return p.exitErr()
-	case <-timer.C:
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("stop postgres: no shutdown within %v, killed it; log:\n%s", pgStopTimeout, p.log.tail())
-	}
-}
-
-func (p *localPG) exitErr() error {
-	if p.waitErr != nil {
-		return fmt.Errorf("postgres exited: %w; log:\n%s", p.waitErr, p.log.tail())
-	}
-	return nil
-}
-
-// launchPG starts the postgres process on a fresh port and waits until it is ready.
+// launchPG starts the postgres process on a free port and waits until it is ready.
 func launchPG(ctx context.Context, bins pgBinaries, dir string, runAs *pgUser, logw io.Writer, fast bool) (*localPG, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	args := []string{"-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", "",
+		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
+		"-c", "logging_collector=off"} // the log stays on stderr, so in logw
+	if fast {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
 	p := &localPG{port: port, log: &pgLog{w: logw}, exited: make(chan struct{})}
-	cmd := exec.Command(bins.postgres, pgServerArgs(dir, port, fast)...)
-	configurePGChild(cmd, dir, runAs)
-	// One writer for both streams makes exec copy them with a single goroutine.
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	// Backends inherit the log pipe; don't let Wait hang on them after the postmaster is gone.
-	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	p.cmd = exec.Command(bins.postgres, args...)
+	configurePGChild(p.cmd, dir, runAs)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.WaitDelay = 2 * time.Second // backends inherit the log pipe: do not wait on them
+	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres%s: %w", runAs.describe(dir), err)
 	}
-	p.cmd = cmd
 	go func() {
-		p.waitErr = cmd.Wait()
+		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
-	if err := p.waitReady(ctx, bins.pgIsReady); err != nil {
-		_ = p.Stop()
-		return nil, err
+	timeout := time.After(pgStartTimeout)
+	for !p.log.sawReady() {
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("postgres exited during start-up (%v); log:\n%s", p.waitErr, p.log.tail())
+		case <-ctx.Done():
+			p.Stop()
+			return nil, fmt.Errorf("waiting for postgres to start: %w", ctx.Err())
+		case <-timeout:
+			p.Stop()
+			return nil, fmt.Errorf("postgres not ready after %v; log:\n%s", pgStartTimeout, p.log.tail())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	return p, nil
 }
 
-func pgServerArgs(dir string, port int, fast bool) []string {
-	args := []string{
-		"-D", filepath.Join(dir, "data"),
-		"-p", strconv.Itoa(port),
-		"-k", pgSocketDir(dir),
-		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=200",
-		// Keep the log on stderr (and so in logw) even if postgresql.conf was edited.
-		"-c", "logging_collector=off",
-	}
-	if fast {
-		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
-	}
-	return args
-}
-
-// pgSocketDir returns dir, or "" (no unix socket, TCP only) when the socket path would be too long.
-func pgSocketDir(dir string) string {
-	if len(dir)+len("/.s.PGSQL.65535") > pgMaxSocketPath {
-		return ""
-	}
-	return dir
-}
-
-// waitReady returns once the server accepts connections, it exits, ctx ends or the start timeout passes.
-func (p *localPG) waitReady(ctx context.Context, pgIsReady string) error {
-	timeout := time.NewTimer(pgStartTimeout)
-	defer timeout.Stop()
-	tick := time.NewTicker(pgPollInterval)
-	defer tick.Stop()
-	for {
-		if p.log.sawReady() || p.pingReady(ctx, pgIsReady) {
-			return nil
-		}
-		select {
-		case <-p.exited:
-			return p.earlyExitErr()
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for postgres to start: %w", ctx.Err())
-		case <-timeout.C:
-			return fmt.Errorf("postgres not ready after %v; log:\n%s", pgStartTimeout, p.log.tail())
-		case <-tick.C:
-		}
-	}
-}
-
-// pingReady asks pg_isready; the log watcher covers machines without it.
-func (p *localPG) pingReady(ctx context.Context, pgIsReady string) bool {
-	if pgIsReady == "" {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	// -U/-d avoid a "role root does not exist" line in the server log.
-	cmd := exec.CommandContext(ctx, pgIsReady, "-q", "-h", "127.0.0.1", "-p", strconv.Itoa(p.port),
-		"-U", "postgres", "-d", "postgres", "-t", "1")
-	return cmd.Run() == nil
-}
-
-func (p *localPG) earlyExitErr() error {
-	tail := p.log.tail()
-	err := fmt.Errorf("postgres exited during start-up (%v); log:\n%s", p.waitErr, tail)
-	if strings.Contains(tail, "Address already in use") {
-		return fmt.Errorf("%w: %w", errPGPortInUse, err)
-	}
-	return err
-}
-
+// freePort returns a port that is free on 127.0.0.1, below the ephemeral range (32768 and up on
+// Linux): there a retrying client can connect to itself on the port and keep a restarted server from
+// binding it.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
+	var b [2]byte
+	for range 100 {
+		rand.Read(b[:])
+		port := 20000 + int(binary.BigEndian.Uint16(b[:]))%12000
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("find free port: none free below 32000")
 }
 
-// initPGData runs initdb unless dataDir already holds a cluster.
+// initPGData runs initdb unless dataDir already holds a cluster. Text sorts by code point
+// (collation C); lower() and ILIKE know Unicode case (ctype C.UTF-8) where the system has it.
 func initPGData(ctx context.Context, bins pgBinaries, dir, dataDir string, runAs *pgUser, fast bool) error {
-	_, err := os.Stat(filepath.Join(dataDir, "PG_VERSION"))
-	if err == nil {
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
 		return nil
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("postgres data dir: %w", err)
-	}
-	// Text sorts by code point (collation C); lower() and ILIKE know Unicode case (ctype C.UTF-8),
-	// where the system has that locale.
-	var err2 error
+	var err error
 	for _, ctype := range []string{"C.UTF-8", "C"} {
 		args := []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--lc-ctype=" + ctype}
 		if fast {
@@ -263,88 +195,59 @@ func initPGData(ctx context.Context, bins pgBinaries, dir, dataDir string, runAs
 		}
 		cmd := exec.CommandContext(ctx, bins.initdb, args...)
 		configurePGChild(cmd, dir, runAs)
-		out, err := cmd.CombinedOutput()
-		if err == nil {
+		out, cerr := cmd.CombinedOutput()
+		if cerr == nil {
 			return nil
 		}
-		err2 = fmt.Errorf("initdb%s: %w: %s", runAs.describe(dir), err, out)
+		err = fmt.Errorf("initdb%s: %w: %s", runAs.describe(dir), cerr, out)
 	}
-	return err2
+	return err
 }
 
-// stopStalePG stops a server left running by a previous, killed run on the same data dir.
-// Errors are ignored: postgres itself clears a pid file whose process is gone.
-func stopStalePG(ctx context.Context, bins pgBinaries, dir, dataDir string, runAs *pgUser) {
-	if bins.pgCtl == "" || !pgPIDFileLive(filepath.Join(dataDir, "postmaster.pid")) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, pgStaleTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bins.pgCtl, "-D", dataDir, "stop", "-m", "fast", "-w", "-t", "20")
-	configurePGChild(cmd, dir, runAs)
-	_ = cmd.Run()
-}
-
-// pgPIDFileLive reports whether the pid in a postmaster.pid names a live process other than us.
-// pg_ctl signals that pid blindly, and after a container restart it is often reused by this process.
+// pgPIDFileLive reports whether the pid in a postmaster.pid names a live process other than this one
+// (after a container restart the old pid is often this process's own).
 func pgPIDFileLive(path string) bool {
 	b, err := os.ReadFile(path)
-	if err != nil {
-		return false
-	}
 	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || pid <= 0 || pid == os.Getpid() || pid == os.Getppid() {
+	pid, perr := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || perr != nil || pid <= 0 || pid == os.Getpid() || pid == os.Getppid() {
 		return false
 	}
 	err = syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// configurePGChild sets cwd, HOME and, when root, the unprivileged user for a PostgreSQL program.
+// configurePGChild sets the working folder, HOME and, when root, the unprivileged user of a
+// PostgreSQL program (initdb and postgres stat both; root's are not reachable by that user).
 func configurePGChild(cmd *exec.Cmd, dir string, runAs *pgUser) {
-	// initdb and postgres stat their cwd and HOME; root's are not reachable by the server user.
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	if runAs != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: runAs.uid, Gid: runAs.gid},
-		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: runAs.uid, Gid: runAs.gid}}
 	}
 }
 
-// pgRunAs returns the account to run the server as, or nil to run it as ourselves.
-// PostgreSQL refuses to run as root.
+// pgRunAs returns the account to run the server as: nil (this process's) unless this is root.
 func pgRunAs() (*pgUser, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
 	for _, name := range []string{"postgres", "nobody"} {
-		if u, err := lookupPGUser(name); err == nil {
-			return u, nil
+		u, err := osuser.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, uerr := strconv.ParseUint(u.Uid, 10, 32)
+		gid, gerr := strconv.ParseUint(u.Gid, 10, 32)
+		if uerr == nil && gerr == nil {
+			return &pgUser{name: name, uid: uint32(uid), gid: uint32(gid)}, nil
 		}
 	}
 	return nil, errors.New(`running as root and neither user "postgres" nor "nobody" exists; PostgreSQL refuses to run as root`)
 }
 
-func lookupPGUser(name string) (*pgUser, error) {
-	u, err := osuser.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: uid %q: %w", name, u.Uid, err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %s: gid %q: %w", name, u.Gid, err)
-	}
-	return &pgUser{name: name, uid: uint32(uid), gid: uint32(gid)}, nil
-}
-
-// describe names the user in error messages, since most failures as root are permission
-// problems; a parent of dir the user cannot enter shows up only as a confusing fork/exec EACCES.
+// describe names the user in error messages, and a parent of dir it cannot enter, which shows up
+// only as a confusing fork/exec EACCES.
 func (u *pgUser) describe(dir string) string {
 	if u == nil {
 		return ""
@@ -352,15 +255,18 @@ func (u *pgUser) describe(dir string) string {
 	if blocked := u.blockedAncestor(dir); blocked != "" {
 		return fmt.Sprintf(" (as user %s, who cannot enter %s: make it searchable, e.g. chmod o+x)", u.name, blocked)
 	}
-	return fmt.Sprintf(" (as user %s)", u.name)
+	return " (as user " + u.name + ")"
 }
 
 // blockedAncestor returns the first of dir and its parents that u may not search, or "".
-// Children get u's primary group only, so owner/group/other bits decide (ACLs aside).
 func (u *pgUser) blockedAncestor(dir string) string {
 	for d := dir; ; d = filepath.Dir(d) {
-		if info, err := os.Stat(d); err == nil && !u.canSearch(info) {
-			return d
+		if info, err := os.Stat(d); err == nil {
+			st, _ := info.Sys().(*syscall.Stat_t)
+			perm := info.Mode().Perm()
+			if st != nil && !(st.Uid == u.uid && perm&0o100 != 0 || st.Gid == u.gid && perm&0o010 != 0 || perm&0o001 != 0) {
+				return d
+			}
 		}
 		if d == filepath.Dir(d) {
 			return ""
@@ -368,23 +274,8 @@ func (u *pgUser) blockedAncestor(dir string) string {
 	}
 }
 
-func (u *pgUser) canSearch(info fs.FileInfo) bool {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return true
-	}
-	perm := info.Mode().Perm()
-	switch {
-	case st.Uid == u.uid:
-		return perm&0o100 != 0
-	case st.Gid == u.gid:
-		return perm&0o010 != 0
-	default:
-		return perm&0o001 != 0
-	}
-}
-
-// preparePGDir creates dir and, when running as root, hands it to the server user.
+// preparePGDir creates dir and, when running as root, hands it and its data (made by another account,
+// say) to the server's user.
 func preparePGDir(dir string, runAs *pgUser) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("postgres dir: %w", err)
@@ -392,51 +283,44 @@ func preparePGDir(dir string, runAs *pgUser) error {
 	if runAs == nil {
 		return nil
 	}
-	// os.MkdirTemp makes 0700 root-owned dirs; the server user must enter dir and put its socket there.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return fmt.Errorf("postgres dir: %w", err)
 	}
 	if err := os.Chown(dir, int(runAs.uid), int(runAs.gid)); err != nil {
 		return fmt.Errorf("postgres dir: %w", err)
 	}
-	return chownPGData(filepath.Join(dir, "data"), runAs)
-}
-
-// chownPGData gives an existing data dir to the server user, e.g. one made by another account.
-func chownPGData(dataDir string, runAs *pgUser) error {
-	info, err := os.Stat(dataDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	dataDir := filepath.Join(dir, "data")
+	if info, err := os.Stat(dataDir); err != nil || info.Sys().(*syscall.Stat_t).Uid == runAs.uid {
+		return nil // no data yet, or the user's already
 	}
-	if err != nil {
-		return fmt.Errorf("postgres data dir: %w", err)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid == runAs.uid {
-		return nil
-	}
-	err = filepath.WalkDir(dataDir, func(path string, _ fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dataDir, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		return os.Lchown(path, int(runAs.uid), int(runAs.gid))
 	})
 	if err != nil {
-		return fmt.Errorf("chown postgres data dir: %w", err)
+		return fmt.Errorf("chown postgres dir: %w", err)
 	}
 	return nil
 }
 
-// findPGBinaries looks on PATH first, then in the usual versioned install dirs, highest version first.
-func findPGBinaries() (pgBinaries, error) {
-	return findPGBinariesIn(filepath.SplitList(os.Getenv("PATH")), pgVersionedBinDirs())
-}
-
+// findPGBinariesIn looks for initdb and postgres on the PATH (pathDirs) first, then in installDirs.
 func findPGBinariesIn(pathDirs, installDirs []string) (pgBinaries, error) {
-	if b, ok := pgBinariesOnPath(pathDirs); ok {
+	b := pgBinaries{initdb: findExecutable(pathDirs, "initdb"), postgres: findExecutable(pathDirs, "postgres")}
+	if b.initdb != "" && b.postgres != "" {
+		// PATH often holds only links; pg_ctl is beside the real postgres.
+		dirs := []string{filepath.Dir(b.postgres)}
+		if real, err := filepath.EvalSymlinks(b.postgres); err == nil {
+			dirs = append([]string{filepath.Dir(real)}, dirs...)
+		}
+		b.pgCtl = findExecutable(dirs, "pg_ctl")
 		return b, nil
 	}
 	for _, dir := range installDirs {
-		if b, ok := pgBinariesInDir(dir); ok {
+		d := []string{dir}
+		b := pgBinaries{initdb: findExecutable(d, "initdb"), postgres: findExecutable(d, "postgres"), pgCtl: findExecutable(d, "pg_ctl")}
+		if b.initdb != "" && b.postgres != "" {
 			return b, nil
 		}
 	}
@@ -444,38 +328,11 @@ func findPGBinariesIn(pathDirs, installDirs []string) (pgBinaries, error) {
 		`install them with "sudo apt-get install postgresql" (Debian/Ubuntu) or set DATABASE_URL`)
 }
 
-// pgBinariesOnPath finds initdb and postgres on PATH and the helpers next to the real postgres,
-// since PATH often holds only symlinks (e.g. /usr/local/bin/postgres -> /usr/lib/postgresql/15/bin/postgres).
-func pgBinariesOnPath(pathDirs []string) (pgBinaries, bool) {
-	b := pgBinaries{initdb: findExecutable(pathDirs, "initdb"), postgres: findExecutable(pathDirs, "postgres")}
-	if b.initdb == "" || b.postgres == "" {
-		return pgBinaries{}, false
-	}
-	dirs := []string{filepath.Dir(b.postgres)}
-	if real, err := filepath.EvalSymlinks(b.postgres); err == nil {
-		dirs = append([]string{filepath.Dir(real)}, dirs...)
-	}
-	b.pgCtl = findExecutable(dirs, "pg_ctl")
-	b.pgIsReady = findExecutable(dirs, "pg_isready")
-	return b, true
-}
-
-func pgBinariesInDir(dir string) (pgBinaries, bool) {
-	dirs := []string{dir}
-	b := pgBinaries{
-		initdb:    findExecutable(dirs, "initdb"),
-		postgres:  findExecutable(dirs, "postgres"),
-		pgCtl:     findExecutable(dirs, "pg_ctl"),
-		pgIsReady: findExecutable(dirs, "pg_isready"),
-	}
-	return b, b.initdb != "" && b.postgres != ""
-}
-
-// findExecutable returns the absolute path of the first executable file called name in dirs, or "".
+// findExecutable returns the path of the first executable file called name in dirs, or "".
 func findExecutable(dirs []string, name string) string {
 	for _, dir := range dirs {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue // relative PATH entries would resolve against the child's cwd
+		if !filepath.IsAbs(dir) {
+			continue // a relative PATH entry would resolve against the child's working folder
 		}
 		path := filepath.Join(dir, name)
 		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
@@ -485,35 +342,25 @@ func findExecutable(dirs []string, name string) string {
 	return ""
 }
 
-// pgVersionedBinDirs lists installed server bin dirs, highest version first, then unversioned ones.
+// pgVersionedBinDirs lists the server bin folders of Debian's and the PGDG's packages, highest
+// version first.
 func pgVersionedBinDirs() []string {
-	var dirs []string
-	for _, pattern := range []string{
-		"/usr/lib/postgresql/*/bin",
-		"/usr/pgsql-*/bin",
-		"/usr/local/opt/postgresql*/bin",
-		"/opt/homebrew/opt/postgresql*/bin",
-	} {
-		matches, _ := filepath.Glob(pattern) // only ErrBadPattern, impossible for constants
-		dirs = append(dirs, matches...)
-	}
+	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	pgdg, _ := filepath.Glob("/usr/pgsql-*/bin")
+	dirs := append(debian, pgdg...)
 	sortPGDirsByVersion(dirs)
-	return append(dirs, "/opt/homebrew/bin", "/usr/local/bin")
+	return dirs
 }
 
-// sortPGDirsByVersion sorts .../<version>/bin dirs by numeric version, highest first (10 before 9.6).
+// sortPGDirsByVersion sorts .../<version>/bin folders by numeric version, highest first (10 before 9.6).
 func sortPGDirsByVersion(dirs []string) {
-	slices.SortStableFunc(dirs, func(a, b string) int {
-		return slices.Compare(pgDirVersion(b), pgDirVersion(a))
-	})
+	slices.SortStableFunc(dirs, func(a, b string) int { return slices.Compare(pgDirVersion(b), pgDirVersion(a)) })
 }
 
-// pgDirVersion parses the version in the parent of a bin dir: "15", "pgsql-9.6", "postgresql@16".
+// pgDirVersion parses the version in the parent of a bin folder: "15", "pgsql-9.6".
 func pgDirVersion(binDir string) []int {
-	name := filepath.Base(filepath.Dir(binDir))
-	name = strings.TrimLeftFunc(name, func(r rune) bool { return !unicode.IsDigit(r) })
 	var version []int
-	for _, part := range strings.Split(name, ".") {
+	for _, part := range strings.Split(strings.TrimLeft(filepath.Base(filepath.Dir(binDir)), "pgsql-"), ".") {
 		n, err := strconv.Atoi(part)
 		if err != nil {
 			break
@@ -523,7 +370,7 @@ func pgDirVersion(binDir string) []int {
 	return version
 }
 
-// pgLog forwards the server log to w, keeps its tail for error messages and spots the ready line.
+// pgLog forwards the server's log to w, keeps its tail for error messages and spots the ready line.
 type pgLog struct {
 	w     io.Writer
 	mu    sync.Mutex
@@ -532,14 +379,11 @@ type pgLog struct {
 }
 
 func (l *pgLog) Write(b []byte) (int, error) {
-	// Never report a sink error: exec would stop draining the pipe and the server would block on it.
-	_, _ = l.w.Write(b)
+	l.w.Write(b) // never fail: exec would stop draining the pipe and the server would block on it
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf = append(l.buf, b...)
-	if !l.ready && bytes.Contains(l.buf, []byte(pgReadyLine)) {
-		l.ready = true
-	}
+	l.ready = l.ready || bytes.Contains(l.buf, []byte(pgReadyLine))
 	if n := len(l.buf); n > pgLogTailBytes {
 		l.buf = append(l.buf[:0], l.buf[n-pgLogTailBytes:]...)
 	}
@@ -552,22 +396,16 @@ func (l *pgLog) sawReady() bool {
 	return l.ready
 }
 
-// tail returns the last few KiB of the log, starting at a line boundary.
+// tail returns the last few KiB of the log.
 func (l *pgLog) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := string(l.buf)
-	if len(l.buf) == pgLogTailBytes {
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:]
-		}
-	}
-	return strings.TrimSpace(s)
+	return strings.TrimSpace(string(l.buf))
 }
 
-// reachableDataDir returns dir, or, when running as root and the server user cannot enter dir's
-// parents (a checkout under /root, say), a folder of this checkout's own under the temp dir, which it
-// can. The second result reports the move.
+// reachableDataDir returns dir, or, when running as root and the server's user cannot enter dir's
+// parents (a checkout under /root, say), a folder of this checkout's own under the temp folder, which
+// it can; the second result reports the move.
 func reachableDataDir(dir string) (string, bool) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -579,4 +417,30 @@ func reachableDataDir(dir string) (string, bool) {
 	}
 	sum := sha256.Sum256([]byte(abs))
 	return filepath.Join(os.TempDir(), "rolodex-dev-"+hex.EncodeToString(sum[:4])), true
+}
+
+// ensureDatabase creates database name on the server at adminURL unless it exists.
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var exists bool
+	if err := st.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("look for database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	// CREATE DATABASE takes no parameters: the name is quoted as an identifier.
+	if _, err := st.db.ExecContext(ctx, `CREATE DATABASE `+quoteIdent(name)); err != nil && pgCode(err) != "42P04" {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

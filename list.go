@@ -265,8 +265,8 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 		ids := make([]int64, len(parts))
 		for i, p := range parts {
-			id, err := strconv.ParseInt(p, 10, 64)
-			if err != nil || id <= 0 || strconv.FormatInt(id, 10) != p {
+			id, ok := parseID(p)
+			if !ok {
 				return badParam(f.name, "must be a positive integer id, or several separated by commas")
 			}
 			ids[i] = id

@@ -13,9 +13,12 @@ import (
 	"time"
 )
 
+// The middleware every request passes, composed in newHandler: request id, deadline, access log and
+// recovery (withRequestLog), the query-string bound, authentication, the rate limit.
+
 // reqInfo is what the middleware learns about a request as it passes through: its id, its route
-// pattern, and the tenant the API key resolved to. One pointer to it travels in the context, so
-// inner layers fill it in without copying the request.
+// pattern, and the tenant its API key resolved to. One pointer to it travels in the context, so inner
+// layers fill it in for the access log of the outermost.
 type reqInfo struct {
 	id        string
 	pattern   string
@@ -34,8 +37,7 @@ func requestInfo(ctx context.Context) *reqInfo {
 	return &reqInfo{}
 }
 
-// requestIDs makes request ids: a random per-process prefix and a counter, unique without a
-// syscall per request.
+// requestIDs makes request ids: a random per-process prefix and a counter.
 type requestIDs struct {
 	prefix string
 	n      atomic.Uint64
@@ -48,8 +50,7 @@ func newRequestIDs() *requestIDs {
 }
 
 func (g *requestIDs) next() string {
-	var b [32]byte // the prefix (12), '-' and at most 13 base-36 digits: one allocation, the string
-	return string(strconv.AppendUint(append(append(b[:0], g.prefix...), '-'), g.n.Add(1), 36))
+	return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36)
 }
 
 // saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 characters of
@@ -69,12 +70,10 @@ func saneRequestID(s string) bool {
 	return true
 }
 
-// statusRecorder remembers the status a handler wrote, for the access log and for recovery. It also
-// holds the request's reqInfo: one allocation for both.
+// statusRecorder remembers the status a handler wrote, for the access log and for recovery.
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
-	info   reqInfo
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -94,35 +93,33 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the
-// client's when sane), marks every answer nosniff and no-store (API answers are not for caches),
-// bounds the request's database work to timeout (0: no bound; every query runs under the request's
-// context, so a database that does not answer in time makes a 503, not a held request), turns a
-// panic into a logged 500 problem, and writes one access-log line with method, route pattern,
-// status, duration and company id (never the API key).
+// withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the client's
+// when sane), marks every answer nosniff and no-store (API answers are not for caches) and as varying
+// with Accept-Encoding (writeJSON compresses), bounds the
+// request's database work to timeout (0: no bound; every query runs under the request's context, so
+// a database that does not answer in time makes a 503, not a held request), turns a panic into a
+// logged 500 problem, and logs one line per request with method, route pattern, status, duration and
+// company id (never the API key).
 func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, next http.Handler) http.Handler {
-	out := logWriterOf(log)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		ri := &rec.info
-		ri.id = r.Header.Get("X-Request-Id")
+		ri := &reqInfo{id: r.Header.Get("X-Request-Id")}
 		if !saneRequestID(ri.id) {
 			ri.id = ids.next()
 		}
 		h := w.Header()
-		h["X-Request-Id"] = []string{ri.id}
-		h["X-Content-Type-Options"] = nosniff
-		h["Cache-Control"] = noStore
-		// One context for the whole chain, so the request is copied once.
+		h.Set("X-Request-Id", ri.id)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Vary", "Accept-Encoding")
 		ctx := context.WithValue(r.Context(), reqInfoKey{}, ri)
 		if timeout > 0 {
 			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, start.Add(timeout)) // start: one clock read fewer
+			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
 		r = r.WithContext(ctx)
-
+		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
@@ -131,11 +128,14 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, ne
 				log.Error("panic", "requestId", ri.id, "method", r.Method, "route", ri.pattern,
 					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if rec.status == 0 {
-					writeProblem(rec, r, &apiError{Status: http.StatusInternalServerError,
-						Code: "internal_error", Detail: "An internal error occurred. It has been logged with the request id."})
+					writeProblem(rec, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
+						Detail: "An internal error occurred. It has been logged with the request id."})
 				}
 			}
-			logAccess(r.Context(), log, out, ri, r.Method, rec.status, start, time.Now())
+			log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("requestId", ri.id),
+				slog.String("method", r.Method), slog.String("route", ri.pattern), slog.Int("status", rec.status),
+				slog.Float64("durationMs", float64(time.Since(start).Microseconds())/1000),
+				slog.Int64("companyId", ri.companyID))
 		}()
 		next.ServeHTTP(rec, r)
 	})

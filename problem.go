@@ -6,16 +6,40 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
-// fieldError names one field of a request body and what is wrong with it.
+// Errors, and the one place that turns them into HTTP answers: RFC 9457 problem+json bodies (API.md
+// section 7). The store returns the sentinel errors and fieldErrors below; it knows nothing of HTTP.
+
+// Errors the store returns, checked with errors.Is.
+var (
+	errNotFound           = errors.New("not found")                     // no such object for the company
+	errPreconditionFailed = errors.New("precondition failed")           // the object has another version than If-Match names
+	errConflict           = errors.New("changed by another request")    // the object changed between reading and writing it
+	errOutOfRange         = errors.New("value out of the stored range") // a value PostgreSQL cannot hold
+)
+
+// fieldError names one field of a request body and what is wrong with it, for the client.
 type fieldError struct {
 	Field   string
 	Message string
 }
 
-// apiError is a failure the client caused (or a known service condition): it is answered with its
-// own status, code and detail. Anything else a handler returns is a 500.
+// fieldErrors is the error of a body whose fields are at fault: bad values, unknown or read-only
+// fields, references to objects the company does not have. It is answered 422.
+type fieldErrors []fieldError
+
+func (fe fieldErrors) Error() string {
+	parts := make([]string, len(fe))
+	for i, e := range fe {
+		parts[i] = e.Field + " " + e.Message
+	}
+	return "invalid fields: " + strings.Join(parts, "; ")
+}
+
+// apiError is an answer decided while reading a request (a bad parameter, a body too large...): its
+// own status, code and detail.
 type apiError struct {
 	Status int
 	Code   string
@@ -25,23 +49,58 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Detail }
 
-// errNotFound is returned by the store when no object with the id exists for the company.
-var errNotFound = errors.New("not found")
-
 func badRequest(code, detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Detail: detail}
 }
 
-func validationFailed(errs ...fieldError) *apiError {
-	return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
-		Detail: "The request body has invalid fields.", Errors: errs}
+// writeError answers err. An *apiError is answered as itself and the store's errors with their
+// statuses; an unavailable database or a request past its deadline is 503; anything else is a 500 that
+// is logged with the request id and never shown to the client.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var ae *apiError
+	var fe fieldErrors
+	switch {
+	case errors.As(err, &ae):
+		writeProblem(w, r, ae)
+	case errors.As(err, &fe):
+		writeProblem(w, r, &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
+			Detail: "The request body has invalid fields.", Errors: fe})
+	case errors.Is(err, errNotFound):
+		writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: "No such object."})
+	case errors.Is(err, errPreconditionFailed):
+		writeProblem(w, r, &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
+			Detail: "The object has changed since the ETag given in If-Match; retrieve it again."})
+	case errors.Is(err, errConflict):
+		writeProblem(w, r, &apiError{Status: http.StatusConflict, Code: "conflict",
+			Detail: "The object is being changed by other requests; retry."})
+	case errors.Is(err, errOutOfRange):
+		writeProblem(w, r, &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
+			Detail: "A value in the body is out of the range the database can hold."})
+	case r.Context().Err() != nil:
+		// The request's deadline passed (the database is slow or away), or the client went away and
+		// nobody is listening: neither is a bug, so no 500 and no error log.
+		if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
+			log.Warn("request deadline passed", "requestId", requestInfo(r.Context()).id, "route", r.Pattern, "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "timeout",
+			Detail: "The request did not complete in time. Retry later."})
+	case isDBUnavailable(err):
+		log.Warn("database unavailable", "requestId", requestInfo(r.Context()).id, "err", err)
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "service_unavailable",
+			Detail: "The database is unavailable. Retry later."})
+	default:
+		log.Error("internal error", "requestId", requestInfo(r.Context()).id, "method", r.Method,
+			"route", r.Pattern, "err", err)
+		writeProblem(w, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
+			Detail: "An internal error occurred. It has been logged with the request id."})
+	}
 }
 
-// writeProblem writes an RFC 9457 problem+json body. Every error answer of the server goes through it.
+// writeProblem writes e as an RFC 9457 problem+json body. Every error answer goes through it.
 func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"type":"about:blank","title":`...)
-	b = appendString(b, http.StatusText(e.Status))
+	b := append([]byte(`{"type":"about:blank","title":`), appendString(nil, http.StatusText(e.Status))...)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
 	b = append(b, `,"detail":`...)
@@ -66,42 +125,10 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	}
 	b = append(b, "}\n"...)
 	h := w.Header()
-	h["Content-Type"] = problemContentType
-	delete(h, "Etag")
-	delete(h, "Location")
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	h.Del("ETag")
+	h.Del("Location")
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(e.Status)
 	w.Write(b)
-}
-
-// writeError answers err: an *apiError as itself, errNotFound as 404, an unavailable database as 503,
-// and anything else as a 500 that is logged with the request id and never shown to the client.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
-	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
-		writeProblem(w, r, ae)
-	case errors.Is(err, errNotFound):
-		writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found",
-			Detail: "No such object."})
-	case r.Context().Err() != nil:
-		// The request deadline passed (the database is slow or away), or the client went away and
-		// nobody is listening: neither is a bug, so no 500 and no error log.
-		if errors.Is(r.Context().Err(), context.DeadlineExceeded) {
-			log.Warn("request deadline passed", "requestId", requestInfo(r.Context()).id, "route", r.Pattern, "err", err)
-		}
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "timeout",
-			Detail: "The request did not complete in time. Retry later."})
-	case isDBUnavailable(err):
-		log.Warn("database unavailable", "requestId", requestInfo(r.Context()).id, "err", err)
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "service_unavailable",
-			Detail: "The database is unavailable. Retry later."})
-	default:
-		log.Error("internal error", "requestId", requestInfo(r.Context()).id,
-			"method", r.Method, "route", r.Pattern, "err", err)
-		writeProblem(w, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
-			Detail: "An internal error occurred. It has been logged with the request id."})
-	}
 }

@@ -36,7 +36,7 @@ type bucket struct {
 // bounded by the keys active in the last few seconds.
 type rateLimiter struct {
 	rate, burst float64
-	policy      []string // the RateLimit-Policy header's value, shared by every answer (never modified)
+	policy      string // the RateLimit-Policy header's value
 	now         func() time.Time
 
 	mu        sync.Mutex
@@ -55,7 +55,7 @@ func newRateLimiter(perSecond int) *rateLimiter {
 		rate: float64(perSecond), burst: float64(burst), now: time.Now,
 		buckets: make(map[limitKey]*bucket),
 		// The bucket holds q requests and refills from empty in w seconds.
-		policy: []string{fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond)},
+		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond),
 	}
 }
 
@@ -114,11 +114,8 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 			return
 		}
 		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyPrefix})
-		h := w.Header() // keys in canonical form, values made without fmt: this runs on every request
-		h["Ratelimit-Policy"] = l.policy
-		b := strconv.AppendInt(append(make([]byte, 0, 32), `"per-key";r=`...), int64(left), 10)
-		b = strconv.AppendInt(append(b, ";t="...), int64(wholeSeconds(full, 0)), 10)
-		h["Ratelimit"] = []string{string(b)}
+		w.Header().Set("RateLimit-Policy", l.policy)
+		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, wholeSeconds(full, 0)))
 		if !ok {
 			writeTooMany(w, r, wait, "This API key sent more requests than its rate limit allows.")
 			return

@@ -17,19 +17,25 @@ import (
 	"unicode/utf8"
 )
 
-// Reading requests: path ids, query strings, strict JSON bodies and the fields they set, shared by
-// every resource.
+// Reading requests: one rule for each kind of input, used everywhere it comes in. Path ids and id
+// filters, query strings, If-Match, strict JSON bodies and the rules of the fields they set.
 
 const maxBodyBytes = 1 << 20
 
-// pathID returns the {id} path value: a positive decimal int64, else a 400.
+// parseID reads a positive int64 in canonical decimal form: "1042", never "01", "+1" or "0".
+func parseID(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0 && strconv.FormatInt(n, 10) == s
+}
+
+// pathID returns the {id} path value, or a 400 when it is not an id.
 func pathID(r *http.Request) (int64, *apiError) {
 	s := r.PathValue("id")
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || s[0] < '0' || s[0] > '9' {
+	id, ok := parseID(s)
+	if !ok {
 		return 0, badRequest("invalid_id", fmt.Sprintf("The id in the path must be a positive integer; got %q.", s))
 	}
-	return n, nil
+	return id, nil
 }
 
 // queryParams parses the query string and rejects parameters other than allowed, and repeats of
@@ -54,24 +60,64 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 	return q, nil
 }
 
+// ifMatch returns the versions an If-Match header admits: nil (any) when there is none or it is *.
+// A tag that is not one of this server's ("abc", a weak tag) admits no version.
+func ifMatch(r *http.Request) []int64 {
+	h := r.Header.Get("If-Match")
+	if h == "" {
+		return nil
+	}
+	versions := []int64{}
+	for _, tag := range strings.Split(h, ",") {
+		tag = strings.TrimSpace(tag)
+		if tag == "*" {
+			return nil
+		}
+		if v, ok := parseID(strings.Trim(tag, `"`)); ok && len(tag) > 2 && tag[0] == '"' && tag[len(tag)-1] == '"' {
+			versions = append(versions, v)
+		}
+	}
+	return versions
+}
+
+// admits reports whether the versions of ifMatch admit version.
+func admits(versions []int64, version int64) bool {
+	if versions == nil {
+		return true
+	}
+	for _, v := range versions {
+		if v == version {
+			return true
+		}
+	}
+	return false
+}
+
+// etag is the strong entity tag of an object at a version.
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
 // member is one name/value pair of a JSON object body, in the order sent.
 type member struct {
 	name string
 	raw  json.RawMessage
 }
 
-var errUnsupportedMediaType = &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
-	Detail: "The body must be sent with Content-Type: application/json."}
-
 var errBodyTooLarge = &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 	Detail: fmt.Sprintf("The body is larger than %d bytes.", maxBodyBytes)}
 
-// readObject reads a body that must be exactly one JSON object, sent as application/json, of at most
-// maxBodyBytes. Invalid UTF-8, duplicate member names and anything after the object are a 400:
-// encoding/json would silently repair or pick one, and silently changed data is lost data.
+// readObject reads a body that must be exactly one JSON object, sent uncompressed as
+// application/json, of at most maxBodyBytes. Invalid UTF-8, duplicate member names and anything
+// after the object are a 400: encoding/json would silently repair or pick one, and silently changed
+// data is lost data.
 func readObject(w http.ResponseWriter, r *http.Request) ([]member, *apiError) {
+	if r.Header.Get("Content-Encoding") != "" {
+		w.Header().Set("Accept-Encoding", "identity")
+		return nil, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Detail: "The body must be sent uncompressed, without a Content-Encoding."}
+	}
 	if !isJSONContentType(r.Header.Get("Content-Type")) {
-		return nil, errUnsupportedMediaType
+		return nil, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Detail: "The body must be sent with Content-Type: application/json."}
 	}
 	if r.ContentLength > maxBodyBytes {
 		return nil, errBodyTooLarge
@@ -98,7 +144,7 @@ func readObject(w http.ResponseWriter, r *http.Request) ([]member, *apiError) {
 		if err != nil {
 			return nil, malformed
 		}
-		name := tok.(string) // inside an object, a token before a value is always its name
+		name := tok.(string) // inside an object, the token before a value is always its name
 		for _, m := range members {
 			if m.name == name {
 				return nil, badRequest("invalid_json", fmt.Sprintf("The body names %q more than once.", name))
@@ -133,12 +179,16 @@ func isJSONContentType(ct string) bool {
 	return true
 }
 
-// bodyField is a writable field of a resource: its JSON name and how a raw JSON value is applied to
-// the Go value it sets. apply returns "" or what is wrong with the value, for the client.
+// bodyField is a field a client may set: its JSON name, how a raw JSON value is applied to the Go
+// value it sets (apply returns "" or what is wrong, for the client), and whether a create must name it.
 type bodyField struct {
-	name  string
-	apply func(raw json.RawMessage) string
+	name     string
+	apply    func(raw json.RawMessage) string
+	required bool
 }
+
+// readOnlyFields may be read but never sent.
+var readOnlyFields = []string{"id", "userCreatorId", "createdAt", "updatedAt"}
 
 // applyMembers applies each member to the field of its name, and returns one error per member that
 // is unknown, read-only or refused by its field.
@@ -164,16 +214,36 @@ func applyMembers(members []member, fields []bodyField, readOnly []string) []fie
 	return errs
 }
 
+// applyCreate is applyMembers for a create: a required field the body does not name is an error too.
+func applyCreate(members []member, fields []bodyField) []fieldError {
+	errs := applyMembers(members, fields, readOnlyFields)
+	for _, f := range fields {
+		if f.required && !hasMember(members, f.name) {
+			errs = append(errs, fieldError{Field: f.name, Message: "is required"})
+		}
+	}
+	return errs
+}
+
+// hasMember reports whether the body named field.
+func hasMember(members []member, field string) bool {
+	for _, m := range members {
+		if m.name == field {
+			return true
+		}
+	}
+	return false
+}
+
+// The rules of the fields. Each returns the apply function of a bodyField over the Go value it sets.
+
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
 // jsonString decodes raw as a JSON string of at most max characters without NUL characters
 // (PostgreSQL text cannot hold them).
 func jsonString(raw json.RawMessage, max int) (string, string) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", "must be a string"
-	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
 		return "", "must be a string"
 	}
 	if strings.IndexByte(s, 0) >= 0 {
@@ -190,21 +260,20 @@ func jsonString(raw json.RawMessage, max int) (string, string) {
 	return s, ""
 }
 
-// requiredText sets a non-null string that is not blank.
+// requiredText sets a string that is not null and not blank.
 func requiredText(p *string, max int) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
 			return "is required"
 		}
 		s, msg := jsonString(raw, max)
-		if msg != "" {
-			return msg
+		if msg == "" && strings.TrimSpace(s) == "" {
+			msg = "must not be empty"
 		}
-		if strings.TrimSpace(s) == "" {
-			return "must not be empty"
+		if msg == "" {
+			*p = s
 		}
-		*p = s
-		return ""
+		return msg
 	}
 }
 
@@ -219,11 +288,10 @@ func nullableText(p *sql.NullString, max int, check func(string) string) func(js
 		if msg == "" && check != nil {
 			msg = check(s)
 		}
-		if msg != "" {
-			return msg
+		if msg == "" {
+			*p = sql.NullString{String: s, Valid: true}
 		}
-		*p = sql.NullString{String: s, Valid: true}
-		return ""
+		return msg
 	}
 }
 
@@ -245,7 +313,7 @@ func checkHTTPURL(s string) string {
 	return ""
 }
 
-// boolean sets a non-null boolean.
+// boolean sets a boolean that is not null.
 func boolean(p *bool) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		switch string(raw) {
@@ -260,13 +328,14 @@ func boolean(p *bool) func(json.RawMessage) string {
 	}
 }
 
-// jsonInt decodes raw as a JSON integer in [min, max]: no fraction, no exponent, no quotes.
+// jsonInt decodes raw as a JSON integer in [min, max]: no fraction, exponent, quotes or leading zeros.
 func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || raw[0] == '+' || (len(raw) > 1 && raw[0] == '0') || (len(raw) > 2 && raw[0] == '-' && raw[1] == '0') {
-		if len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') && err != nil && errors.Is(err, strconv.ErrRange) {
-			return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
-		}
+	s := string(raw)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
+	}
+	if err != nil || strconv.FormatInt(n, 10) != s {
 		return 0, "must be an integer"
 	}
 	if n < min || n > max {
@@ -283,11 +352,21 @@ func nullableInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string 
 			return ""
 		}
 		n, msg := jsonInt(raw, min, max)
-		if msg != "" {
-			return msg
+		if msg == "" {
+			*p = sql.NullInt64{Int64: n, Valid: true}
 		}
-		*p = sql.NullInt64{Int64: n, Valid: true}
-		return ""
+		return msg
+	}
+}
+
+// requiredInt sets an integer in [min, max] that is not null.
+func requiredInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string {
+	set := nullableInt(p, min, max)
+	return func(raw json.RawMessage) string {
+		if isNull(raw) {
+			return "must be an integer"
+		}
+		return set(raw)
 	}
 }
 
@@ -295,14 +374,14 @@ func nullableInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string 
 func nullableID(p *sql.NullInt64) func(json.RawMessage) string {
 	set := nullableInt(p, 1, 1<<63-1)
 	return func(raw json.RawMessage) string {
-		if msg := set(raw); msg != "" {
+		if set(raw) != "" {
 			return "must be a positive integer id or null"
 		}
 		return ""
 	}
 }
 
-// requiredID sets a reference id that may not be null.
+// requiredID sets a reference id that is not null.
 func requiredID(p *int64) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		n, msg := jsonInt(raw, 1, 1<<63-1)
@@ -334,63 +413,74 @@ func nullableTime(p *sql.NullTime) func(json.RawMessage) string {
 	}
 }
 
-// etag is the strong entity tag of an object at a version.
-func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+// maxMoneyDigits is how many digits an amount may have before its decimal point.
+const maxMoneyDigits = 13
 
-// ifMatchOK reports whether an If-Match header (empty: not sent) admits the object at version.
-func ifMatchOK(header string, version int64) bool {
-	if header == "" {
-		return true
-	}
-	want := etag(version)
-	for _, tag := range strings.Split(header, ",") {
-		if tag = strings.TrimSpace(tag); tag == "*" || tag == want {
-			return true
-		}
-	}
-	return false
-}
-
-var errPreconditionFailed = &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
-	Detail: "The object has changed since the ETag given in If-Match; retrieve it again."}
-
-// writeObject writes one encoded object with its ETag.
-func writeObject(w http.ResponseWriter, status int, version int64, body []byte) {
-	w.Header()["Etag"] = []string{etag(version)} // Etag: the key in canonical form
-	writeJSON(w, status, body)
-}
-
-// hasField reports whether errs already names field.
-func hasField(errs []fieldError, field string) bool {
-	for _, e := range errs {
-		if e.Field == field {
-			return true
-		}
-	}
-	return false
-}
-
-// hasMember reports whether the body named field.
-func hasMember(members []member, field string) bool {
-	for _, m := range members {
-		if m.name == field {
-			return true
-		}
-	}
-	return false
-}
-
-// requiredInt sets a non-null integer in [min, max].
-func requiredInt(p *int64, min, max int64) func(json.RawMessage) string {
+// money sets an exact amount or null, from the JSON number's own text, never a float64.
+func money(p *sql.NullString) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
-		n, msg := jsonInt(raw, min, max)
-		if msg != "" {
-			return msg
+		if isNull(raw) {
+			*p = sql.NullString{}
+			return ""
 		}
-		*p = n
-		return ""
+		s, msg := parseMoney(string(raw))
+		if msg == "" {
+			*p = sql.NullString{String: s, Valid: true}
+		}
+		return msg
 	}
 }
 
-// nullID is id as a nullable SQL value: 0, "not given", is NULL.
-func nullID(id int64) sql.NullInt64 { return sql.NullInt64{Int64: id, Valid: id != 0} }
+// parseMoney returns the canonical decimal text of a JSON number that is a valid amount (0 or more,
+// at most 2 fractional digits as written, so 0.10 stays 0.10; an exponent applied, so 1e2 is 100),
+// or what is wrong with it.
+func parseMoney(s string) (string, string) {
+	if s == "" || s[0] == '"' || s[0] == '{' || s[0] == '[' || s == "true" || s == "false" {
+		return "", "must be a number"
+	}
+	if s[0] == '-' {
+		return "", "must be 0 or more"
+	}
+	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, hasPoint := strings.Cut(mant, ".")
+	if !allDigits(intPart) || (len(intPart) > 1 && intPart[0] == '0') || (hasPoint && !allDigits(frac)) {
+		return "", "must be a number"
+	}
+	exp := 0
+	if hasExp {
+		e, err := strconv.Atoi(expText)
+		if err != nil || !allDigits(strings.TrimLeft(expText, "+-")) {
+			return "", "must be a number"
+		}
+		if e > 2*maxMoneyDigits || e < -2*maxMoneyDigits {
+			return "", fmt.Sprintf("must be below 1e%d with at most 2 decimal places", maxMoneyDigits)
+		}
+		exp = e
+	}
+	// Move the decimal point exp places within the digits, padding with zeros.
+	digits, point := intPart+frac, len(intPart)+exp
+	if point > len(digits) {
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	if point < 0 {
+		digits, point = strings.Repeat("0", -point)+digits, 0
+	}
+	whole, fraction := strings.TrimLeft(digits[:point], "0"), digits[point:]
+	if whole == "" {
+		whole = "0"
+	}
+	if len(fraction) > 2 {
+		return "", "must have at most 2 decimal places"
+	}
+	if len(whole) > maxMoneyDigits {
+		return "", fmt.Sprintf("must be below 1e%d", maxMoneyDigits)
+	}
+	if fraction == "" {
+		return whole, ""
+	}
+	return whole + "." + fraction, ""
+}
+
+func allDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Companies: `rolodex company create` provisions one with everything it starts with, and
+// `rolodex dev` a demo company with sample data.
+
+// newCompany is what createCompany made.
+type newCompany struct {
+	CompanyID int64
+	UserID    int64
+	APIKey    string
+}
+
+// Defaults every company starts with.
+var (
+	defaultContactStages = []string{"Lead", "Prospect", "Customer"}
+	defaultBoardStages   = []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"}
+)
+
+const defaultCurrencyID = 978 // EUR
+
+// createCompany creates a company with its first user, default contact stages, a default board with
+// its stages, EUR as default currency, and an API key for that user, in one transaction.
+func (s *store) createCompany(ctx context.Context, name string) (newCompany, error) {
+	var nc newCompany
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nc, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, $2) RETURNING id`
+	if err := tx.QueryRowContext(ctx, qCompany, name, defaultCurrencyID).Scan(&nc.CompanyID); err != nil {
+		return nc, fmt.Errorf("insert company: %w", err)
+	}
+	const qUser = `INSERT INTO users (company_id, name, surname) VALUES ($1, 'Admin', NULL) RETURNING id`
+	if err := tx.QueryRowContext(ctx, qUser, nc.CompanyID).Scan(&nc.UserID); err != nil {
+		return nc, fmt.Errorf("insert user: %w", err)
+	}
+	var boardID int64
+	const qBoard = `INSERT INTO boards (company_id, name, is_default) VALUES ($1, 'Sales pipeline', true) RETURNING id`
+	if err := tx.QueryRowContext(ctx, qBoard, nc.CompanyID).Scan(&boardID); err != nil {
+		return nc, fmt.Errorf("insert board: %w", err)
+	}
+	const qStages = `INSERT INTO stages (company_id, board_id, name, position)
+		SELECT $1, $2, name, ord FROM unnest($3::text[]) WITH ORDINALITY AS s(name, ord)`
+	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, nil, defaultContactStages); err != nil {
+		return nc, fmt.Errorf("insert contact stages: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, defaultBoardStages); err != nil {
+		return nc, fmt.Errorf("insert board stages: %w", err)
+	}
+	if nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, nc.UserID); err != nil {
+		return nc, err
+	}
+	return nc, tx.Commit()
+}
+
+const demoCompanyName = "Demo company"
+
+// demoCompany returns the demo company of `rolodex dev`, creating it with its sample data on first
+// use. key is the API key an earlier run printed: it is kept while it still works for the demo
+// company, else a new one is made.
+func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error) {
+	nc := newCompany{APIKey: key}
+	err := s.db.QueryRowContext(ctx, `SELECT id FROM companies WHERE name = $1 ORDER BY id LIMIT 1`, demoCompanyName).Scan(&nc.CompanyID)
+	if errors.Is(err, sql.ErrNoRows) {
+		if nc, err = s.createCompany(ctx, demoCompanyName); err != nil {
+			return nc, err
+		}
+		return nc, s.seedDemo(ctx, nc)
+	}
+	if err != nil {
+		return nc, fmt.Errorf("find demo company: %w", err)
+	}
+	if t, err := s.lookupAPIKey(ctx, hashKey(key)); err == nil && t.companyID == nc.CompanyID {
+		return nc, nil
+	}
+	nc.APIKey, err = s.createAPIKey(ctx, nc.CompanyID, 0)
+	return nc, err
+}
+
+// seedDemo fills a new demo company with sample organizations, users, contacts and business records.
+func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	const qOrgs = `INSERT INTO organizations (company_id, name)
+		SELECT $1, unnest(ARRAY['Acme Corporation', 'Globex', 'Initech', 'Umbrella Logistics', 'Stark Industries'])`
+	if _, err := tx.ExecContext(ctx, qOrgs, nc.CompanyID); err != nil {
+		return fmt.Errorf("seed organizations: %w", err)
+	}
+	const qUsers = `INSERT INTO users (company_id, name, surname, email) VALUES
+		($1, 'Ana', 'García', 'ana@example.com'), ($1, 'Ben', 'Okafor', 'ben@example.com')`
+	if _, err := tx.ExecContext(ctx, qUsers, nc.CompanyID); err != nil {
+		return fmt.Errorf("seed users: %w", err)
+	}
+	// 60 contacts spread over the organizations, stages, users and a few countries.
+	const qContacts = `INSERT INTO contacts (company_id, name, surname, email, phone, job_title, city,
+			with_sales, country_id, stage_id, organization_id, assigned_to_id, user_creator_id)
+		SELECT $1, (ARRAY['Lucía','Omar','Mei','Jonas','Amara','Diego','Sofia','Kenji','Noor','Liam'])[1 + i % 10],
+			(ARRAY['Martín','Haddad','Chen','Berg','Okoye','García','Rossi','Sato','Aziz','Walsh'])[1 + (i / 10) % 10],
+			'contact' || i || '@example.com', '+34 600 000 ' || lpad(i::text, 3, '0'),
+			(ARRAY['CEO','CTO','Buyer','Sales lead','Office manager'])[1 + i % 5],
+			(ARRAY['Madrid','Lisbon','Berlin','Paris','Dublin'])[1 + i % 5], i % 3 = 0,
+			(ARRAY[724, 620, 276, 250, 372])[1 + i % 5],
+			(SELECT id FROM stages WHERE company_id = $1 AND board_id IS NULL ORDER BY position OFFSET i % 3 LIMIT 1),
+			(SELECT id FROM organizations WHERE company_id = $1 ORDER BY id OFFSET i % 5 LIMIT 1),
+			(SELECT id FROM users WHERE company_id = $1 ORDER BY id OFFSET i % 3 LIMIT 1), $2
+		FROM generate_series(1, 60) AS i`
+	if _, err := tx.ExecContext(ctx, qContacts, nc.CompanyID, nc.UserID); err != nil {
+		return fmt.Errorf("seed contacts: %w", err)
+	}
+	// 20 deals over the default board's stages.
+	const qBusiness = `INSERT INTO business (company_id, title, value, deadline, position, status_id,
+			organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id)
+		SELECT $1, (ARRAY['Annual licence','Pilot project','Support renewal','Hardware order'])[1 + i % 4] || ' #' || i,
+			(i * 1250.5)::numeric, date_trunc('milliseconds', now()) + i * interval '3 days', i, 1 + (i % 7 = 0)::int,
+			(SELECT id FROM organizations WHERE company_id = $1 ORDER BY id OFFSET i % 5 LIMIT 1), 978,
+			$2, $2, b.id, (SELECT id FROM stages WHERE company_id = $1 AND board_id = b.id ORDER BY position OFFSET i % 5 LIMIT 1)
+		FROM generate_series(1, 20) AS i, boards b WHERE b.company_id = $1 AND b.is_default`
+	if _, err := tx.ExecContext(ctx, qBusiness, nc.CompanyID, nc.UserID); err != nil {
+		return fmt.Errorf("seed business: %w", err)
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// The handlers every resource shares: list, count, retrieve, create, update and delete. What differs
+// between resources is data (a resource: its path, its SQL, what its lists and expand[] take) and the
+// methods of its object type (object, below); their writes are store methods, passed in by addRoutes.
+
+// resource describes one API resource to the shared handlers.
+type resource struct {
+	path       string      // "/v1/contacts": the Location of what it creates, and the scope of its cursors
+	selectSQL  string      // "SELECT <columns> FROM t WHERE company_id = $1"; lists and retrieve add to it
+	countSQL   string      // "SELECT count(*) FROM t WHERE company_id = $1"
+	deleteSQL  string      // $1 company, $2 id, $3 the versions If-Match admits (NULL: any); answers (deleted, existed)
+	lists      *listSpec   // the sorts and filters of its list and count
+	expansions []expansion // what expand[] may embed in its objects
+}
+
+// object is what the shared handlers need of the objects they serve; contacts.go, business.go and
+// reference.go implement it on their types.
+type object[T any] interface {
+	*T
+	scanDest() []any                     // where a row of selectSQL's columns is scanned
+	appendJSON(dst []byte) []byte        // the object as the API returns it
+	key() int64                          // its id
+	version() int64                      // its version, the ETag; 0 when it has none
+	sortKey(sort string) (string, bool)  // its key in a sort of its lists, and whether it is NULL
+	relatedID(name string) (int64, bool) // the id the expansion name points at, if not null
+}
+
+// writable objects can be created or changed through a body.
+type writable[T any] interface {
+	object[T]
+	fields() []bodyField // what a POST or PATCH body may set, applied onto the object
+}
+
+// handleList answers GET /v1/{resource}: {"data": [...], "pagination": {...}}.
+func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
+	allowed := res.lists.params(true)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		q, lq, exps, aerr := listRequest(r, res, allowed)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		scope := res.path + "\n" + strconv.FormatInt(t.companyID, 10) // a cursor is good for this list of this company
+		if c, ok := q["cursor"]; ok {
+			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+		}
+		sqlText, args := lq.selectSQL(res.selectSQL, t.companyID)
+		objs, err := queryAll[T, P](r.Context(), st.db, sqlText, args...)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		next := ""
+		if len(objs) > lq.limit { // selectSQL asks for one row more than the page: there is a next page
+			objs = objs[:lq.limit]
+			last := P(&objs[lq.limit-1])
+			sortKey, null := last.sortKey(lq.sort.name)
+			next = lq.cursor(key, scope, last.key(), sortKey, null)
+		}
+		rel, err := loadRelated[T, P](r.Context(), st, t.companyID, exps, objs)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		b := []byte(`{"data":[`)
+		for i := range objs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendExpanded(b, P(&objs[i]), exps, rel)
+		}
+		b = appendPagination(append(b, "],"...), lq.limit, next)
+		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
+	})
+}
+
+// listRequest reads what a list or count request starts with: its query parameters (allowed, no
+// others), the list's sort and filters, and expand[].
+func listRequest(r *http.Request, res *resource, allowed []string) (url.Values, *listQuery, []expansion, *apiError) {
+	q, aerr := queryParams(r, allowed...)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	lq, aerr := res.lists.parse(q)
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	exps, aerr := parseExpand(q, res.expansions)
+	return q, lq, exps, aerr
+}
+
+// handleCount answers GET /v1/{resource}/count: {"count": n}, for the same filters as the list.
+func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
+	allowed := res.lists.params(false)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		_, lq, _, aerr := listRequest(r, res, allowed) // expand[] is accepted on every request; a count has nothing to expand
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		var n int64
+		sqlText, args := lq.countSQL(res.countSQL, t.companyID)
+		if err := st.db.QueryRowContext(r.Context(), sqlText, args...).Scan(&n); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, r, http.StatusOK, appendCount(nil, n))
+	})
+}
+
+// objectRequest reads what every request for one object starts with: the path id (when the route
+// has one) and expand[].
+func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiError) {
+	var id int64
+	if r.PathValue("id") != "" { // the route has an {id}
+		var aerr *apiError
+		if id, aerr = pathID(r); aerr != nil {
+			return 0, nil, aerr
+		}
+	}
+	q, aerr := queryParams(r, "expand[]")
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	exps, aerr := parseExpand(q, res.expansions)
+	return id, exps, aerr
+}
+
+// bodyRequest is objectRequest for a request with a body (POST, PATCH): the body's members too.
+func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, []expansion, []member, *apiError) {
+	id, exps, aerr := objectRequest(r, res)
+	if aerr != nil {
+		return 0, nil, nil, aerr
+	}
+	members, aerr := readObject(w, r)
+	return id, exps, members, aerr
+}
+
+// getObject returns the company's object id of res, or errNotFound.
+func getObject[T any, P object[T]](ctx context.Context, st *store, res *resource, companyID, id int64) (T, error) {
+	return queryOne[T, P](ctx, st.db, res.selectSQL+` AND id = $2`, companyID, id)
+}
+
+// handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
+func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, exps, aerr := objectRequest(r, res)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		v, err := getObject[T, P](r.Context(), st, res, t.companyID, id)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeObject[T, P](w, r, st, log, http.StatusOK, v, exps)
+	})
+}
+
+// handleCreate answers POST /v1/{resource}: 201, the object, its ETag and Location. create stores
+// the object the body describes, for the tenant.
+func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, tenant, T) (T, error), log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		_, exps, members, aerr := bodyRequest(w, r, res)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		var v T
+		if errs := applyCreate(members, P(&v).fields()); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		v, err := create(r.Context(), t, v)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.Header().Set("Location", res.path+"/"+strconv.FormatInt(P(&v).key(), 10))
+		writeObject[T, P](w, r, st, log, http.StatusCreated, v, exps)
+	})
+}
+
+// maxUpdateTries bounds how often an update without If-Match starts again when the object changed
+// between reading and writing it (each round, one of the requests racing for it wins).
+const maxUpdateTries = 32
+
+// handleUpdate answers PATCH /v1/{resource}/{id}, a merge patch honouring If-Match. It reads the
+// object, applies the body, and has update write it unless it changed meanwhile (errConflict): then,
+// without If-Match, it starts again from the object as it is now; with If-Match, the ETag no longer
+// matches, so it is 412. A patch that changes nothing writes nothing.
+func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, exps, members, aerr := bodyRequest(w, r, res)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		versions := ifMatch(r)
+		for try := 1; ; try++ {
+			old, err := getObject[T, P](r.Context(), st, res, t.companyID, id)
+			if err == nil && !admits(versions, P(&old).version()) {
+				err = errPreconditionFailed
+			}
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			v := old
+			if errs := applyMembers(members, P(&v).fields(), readOnlyFields); errs != nil {
+				writeError(w, r, log, fieldErrors(errs))
+				return
+			}
+			if bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)) {
+				writeObject[T, P](w, r, st, log, http.StatusOK, old, exps) // nothing changed: updatedAt and the ETag stay
+				return
+			}
+			v, err = update(r.Context(), t.companyID, old, v)
+			if errors.Is(err, errConflict) && versions != nil {
+				err = errPreconditionFailed
+			}
+			if errors.Is(err, errConflict) && try < maxUpdateTries {
+				continue
+			}
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			writeObject[T, P](w, r, st, log, http.StatusOK, v, exps)
+			return
+		}
+	})
+}
+
+// handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match. expand[] is checked and
+// otherwise ignored: there is no body to expand.
+func handleDelete(st *store, res *resource, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, aerr := objectRequest(r, res)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		if err := st.deleteObject(r.Context(), res.deleteSQL, t.companyID, id, ifMatch(r)); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// writeObject answers one object with its expansions, and its ETag when it has a version.
+func writeObject[T any, P object[T]](w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, status int, v T, exps []expansion) {
+	rel, err := loadRelated[T, P](r.Context(), st, tenantOf(r).companyID, exps, []T{v})
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	if version := P(&v).version(); version != 0 {
+		w.Header().Set("ETag", etag(version))
+	}
+	writeJSON(w, r, status, append(appendExpanded(nil, P(&v), exps, rel), '\n'))
+}
