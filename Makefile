@@ -63,19 +63,26 @@ api-check: postgres
 image-check: postgres
 	bash .ci/image-check.sh
 
-## bench: the load benchmark of issue 9 (about 12 minutes; BENCH_TIME=3s ROUNDS=1 for a quick look):
-## a tuned PostgreSQL with 2 companies of 1M contacts (cached in BENCH_DIR), the real server, wrk at
-## 32 connections, pgbench and static-HTTP ceilings; appends a dated table to bench/RESULTS.md.
-## BENCH_PROFILE=1 also writes CPU and allocation profiles to bench/out/.
-BENCH_TIME ?= 10s
-ROUNDS     ?= 3
-bench: build postgres
+## bench: the load benchmark, bench/main.go (a few minutes; installs wrk). It builds this tree's server
+## and, with BASELINE=<git rev>, that revision's; loads 2 companies of BENCH_CONTACTS contacts into a
+## PostgreSQL of its own (kept in BENCH_DIR for the next run of the same size); runs wrk at 32
+## connections on each scenario against both servers (without BASELINE: against GET /healthz, the HTTP
+## ceiling), ROUNDS rounds of BENCH_TIME each, in alternating order; and writes the medians to
+## bench/RESULTS.md. BENCH_ONLY=retrieve,list100 runs some scenarios; BENCH_CONTACTS=1000000 is the full load.
+BENCH_TIME     ?= 5s
+ROUNDS         ?= 3
+BENCH_CONTACTS ?= 20000
+BENCH_DIR      ?= /var/tmp/rolodex-bench
+BASELINE       ?=
+BENCH_ONLY     ?=
+bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			echo "Installing wrk (apt-get install wrk)..."; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
 		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
-	ROLODEX_BENCH=1 BENCH_TIME=$(BENCH_TIME) ROUNDS=$(ROUNDS) $(GO) test -run '^TestBench$$' -count=1 -timeout 60m -v .
+	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
+		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks of the hot paths (encoding, key lookup).
 bench-go:

@@ -1,9 +1,9 @@
--- wrk script for `make bench` (bench_test.go sets the environment):
+-- wrk script for `make bench` (bench/main.go sets the environment):
 --   BENCH_METHOD  GET, POST or PATCH
 --   BENCH_PATH    request path; "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
 --   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number
 --   BENCH_KEY     the x-api-key
--- done() prints one line "BENCHJSON {...}" with requests, duration, latency percentiles and errors.
+-- bench/main.go reads wrk's own report (--latency): Requests/sec, the 99% line and the errors.
 
 local method = os.getenv("BENCH_METHOD") or "GET"
 local path = os.getenv("BENCH_PATH") or "/"
@@ -55,13 +55,4 @@ function request()
     b = body:gsub("{rand}", tostring(math.random(1, 1000000000)))
   end
   return wrk.format(nil, p, nil, b)
-end
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    'BENCHJSON {"requests":%d,"durationUs":%d,"p50Us":%d,"p99Us":%d,"meanUs":%.1f,' ..
-    '"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.mean,
-    e.connect, e.read, e.write, e.status, e.timeout))
 end

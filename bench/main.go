@@ -1,0 +1,639 @@
+// Command bench is Rolodex's load benchmark (make bench). It builds the server of the working tree,
+// and of BASELINE (a git revision) when set; loads two companies of BENCH_CONTACTS contacts into a
+// PostgreSQL of its own, kept in BENCH_DIR for the next run; runs wrk on each scenario against each
+// server for ROUNDS rounds; and writes the medians to bench/RESULTS.md. Without BASELINE, each
+// scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves.
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+// scenario is one wrk load. bench/wrk.lua puts a random contact id of the company in place of {id}
+// and a random number in place of {rand}.
+type scenario struct{ name, method, path, body string }
+
+const expand5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
+
+var scenarios = []scenario{
+	{"retrieve", "GET", "/v1/contacts/{id}", ""},
+	{"retrieve+5", "GET", "/v1/contacts/{id}?" + expand5, ""},
+	{"list100", "GET", "/v1/contacts?limit=100", ""},
+	{"list100+5", "GET", "/v1/contacts?limit=100&" + expand5, ""},
+	{"create", "POST", "/v1/contacts", `{"name":"Load","surname":"Test {rand}","email":"load{rand}@example.com","countryId":724}`},
+	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`},
+}
+
+// healthz is the HTTP stack's ceiling: the baseline when there is no baseline binary.
+var healthz = scenario{"/healthz", "GET", "/healthz", ""}
+
+// config is the benchmark's knobs, from the environment (the Makefile passes them through).
+type config struct {
+	seconds, rounds, contacts int
+	dir, baseline, command    string
+	scenarios                 []scenario
+}
+
+// company is a loaded bench company: its key and the range of its loaded contact ids.
+type company struct {
+	ID     int64  `json:"companyId"`
+	Key    string `json:"apiKey"`
+	lo, hi int64
+}
+
+// result is what one wrk run measured.
+type result struct {
+	rps    float64
+	p99    time.Duration
+	errors int // non-2xx answers and socket errors (timeouts included)
+}
+
+func main() {
+	if err := run(context.Background(), os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole benchmark. Every process it starts is stopped before it returns, also on an
+// error or Ctrl-C.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := parseConfig(getenv)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	root, err := runCmd(ctx, "", nil, "git", "rev-parse", "--show-toplevel")
+	if err != nil {
+		return err
+	}
+	root = strings.TrimSpace(root)
+	tmp, err := os.MkdirTemp("", "rolodex-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	revs, err := buildBinaries(ctx, root, tmp, cfg.baseline)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return err
+	}
+	pg, adminURL, err := startPostgres(ctx, cfg.dir)
+	if err != nil {
+		return err
+	}
+	defer pg.stop(os.Interrupt) // PostgreSQL's fast shutdown
+	c, dbURL, err := prepareData(ctx, cfg, filepath.Join(tmp, "new"), adminURL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "built %s, data ready, in %s\n", strings.Join(revs, " and "), time.Since(start).Round(time.Second))
+
+	// Two targets: the new server and the baseline server, or the new server's /healthz.
+	names, bases := []string{"new", "baseline"}, []string{}
+	for _, name := range names[:len(revs)] {
+		p, base, err := startServer(ctx, filepath.Join(tmp, name), dbURL, filepath.Join(cfg.dir, name+".log"))
+		if err != nil {
+			return fmt.Errorf("%s server: %w", name, err)
+		}
+		defer p.stop(syscall.SIGTERM)
+		bases = append(bases, base)
+	}
+	if len(revs) == 1 {
+		bases, names[1] = append(bases, bases[0]), healthz.name
+	}
+	load := func(i int, s scenario) scenario {
+		if names[i] == healthz.name {
+			return healthz
+		}
+		return s
+	}
+	// One request of each first, as a scenario answering 4xx or 5xx would measure error pages; then
+	// an untimed second of each, so that the first round does not pay for cold caches.
+	script := filepath.Join(root, "bench", "wrk.lua")
+	for i, base := range bases {
+		for _, s := range cfg.scenarios {
+			if err := check(ctx, base, c, load(i, s)); err != nil {
+				return fmt.Errorf("%s: %w", names[i], err)
+			}
+			if _, err := runWrk(ctx, script, base, c, load(i, s), 1); err != nil {
+				return err
+			}
+		}
+	}
+	// Each round runs every scenario on both targets back to back, in alternating order, so that
+	// a noisy neighbour on the machine hits both alike.
+	results := make([][2][]result, len(cfg.scenarios)) // [scenario][target][round]
+	for round := range cfg.rounds {
+		fmt.Fprintf(stdout, "round %d of %d\n", round+1, cfg.rounds)
+		for j, s := range cfg.scenarios {
+			for _, i := range [][]int{{0, 1}, {1, 0}}[round%2] {
+				r, err := runWrk(ctx, script, bases[i], c, load(i, s), cfg.seconds)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", s.name, names[i], err)
+				}
+				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f req/s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p99)), r.errors)
+				results[j][i] = append(results[j][i], r)
+			}
+		}
+	}
+	report := header(ctx, cfg, revs, dbURL) + table(cfg.scenarios, names[1], results)
+	fmt.Fprintf(stdout, "\n%s\nbench took %s\n", report, time.Since(start).Round(time.Second))
+	return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
+}
+
+// parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE and BENCH_ONLY, and
+// spells the command that sets the same (as `make bench` with what differs from the defaults).
+func parseConfig(getenv func(string) string) (config, error) {
+	cfg := config{command: "make bench", scenarios: scenarios}
+	or := func(k, def string) string {
+		v := getenv(k)
+		if v == "" || v == def {
+			return def
+		}
+		cfg.command += " " + k + "=" + v
+		return v
+	}
+	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
+	d, err := time.ParseDuration(or("BENCH_TIME", "5s"))
+	if err != nil || d < time.Second {
+		return cfg, fmt.Errorf("BENCH_TIME=%q: want a duration of at least 1s", getenv("BENCH_TIME"))
+	}
+	cfg.seconds = int(d.Seconds())
+	if cfg.rounds, err = strconv.Atoi(or("ROUNDS", "3")); err != nil || cfg.rounds < 1 {
+		return cfg, fmt.Errorf("ROUNDS=%q: want a positive integer", getenv("ROUNDS"))
+	}
+	if cfg.contacts, err = strconv.Atoi(or("BENCH_CONTACTS", "20000")); err != nil || cfg.contacts < 100 {
+		return cfg, fmt.Errorf("BENCH_CONTACTS=%q: want an integer of at least 100", getenv("BENCH_CONTACTS"))
+	}
+	if only := or("BENCH_ONLY", ""); only != "" {
+		cfg.scenarios = nil
+		for name := range strings.SplitSeq(only, ",") {
+			i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+			if i < 0 {
+				return cfg, fmt.Errorf("BENCH_ONLY: no scenario %q (retrieve, retrieve+5, list100, list100+5, create, patch)", name)
+			}
+			cfg.scenarios = append(cfg.scenarios, scenarios[i])
+		}
+	}
+	return cfg, nil
+}
+
+// runCmd runs a command to its end (at most 30 minutes) in dir and returns its standard output; an
+// error carries its standard error. env adds to this process's environment.
+func runCmd(ctx context.Context, dir string, env []string, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		err = ctx.Err() // interrupted or out of time: what it printed does not matter
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, stderr.Bytes())
+	}
+	return string(out), nil
+}
+
+// buildBinaries builds the working tree into tmp/new and, when baseline is a git revision, that
+// revision into tmp/baseline, from git archive (which leaves no worktree behind if the bench is
+// killed). It returns the names git gives them.
+func buildBinaries(ctx context.Context, root, tmp, baseline string) ([]string, error) {
+	build := func(dir, name string) error {
+		_, err := runCmd(ctx, dir, []string{"CGO_ENABLED=0"}, "go", "build", "-o", filepath.Join(tmp, name), ".")
+		return err
+	}
+	rev, err := runCmd(ctx, root, nil, "git", "describe", "--always", "--dirty")
+	if err != nil {
+		return nil, err
+	}
+	revs := []string{strings.TrimSpace(rev)}
+	if err := build(root, "new"); err != nil || baseline == "" {
+		return revs, err
+	}
+	if rev, err = runCmd(ctx, root, nil, "git", "rev-parse", "--short", baseline+"^{commit}"); err != nil {
+		return nil, err
+	}
+	revs = append(revs, strings.TrimSpace(rev))
+	src := filepath.Join(tmp, "baseline-src")
+	if _, err := runCmd(ctx, root, nil, "sh", "-c", `mkdir "$0" && git archive "$1" | tar -x -C "$0"`, src, revs[1]); err != nil {
+		return nil, err
+	}
+	return revs, build(src, "baseline")
+}
+
+// proc is a long-running child (PostgreSQL, a server) that must be stopped however the bench ends.
+type proc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it has exited
+}
+
+// startProc starts cmd with its output going to the file logPath, and returns once ready(ctx) holds.
+// It fails, with the end of the log, when the process exits, ctx ends or a minute passes first.
+func startProc(ctx context.Context, cmd *exec.Cmd, logPath string, ready func(context.Context) bool) (*proc, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); f.Close(); close(p.done) }()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !ready(ctx) {
+		err := errors.New("exited")
+		select {
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-p.done:
+		case <-ctx.Done():
+			err = fmt.Errorf("not ready: %w", ctx.Err())
+		}
+		p.stop(os.Interrupt)
+		b, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("%s %w; the end of %s:\n%s", filepath.Base(cmd.Path), err, logPath, b[max(0, len(b)-2000):])
+	}
+	return p, nil
+}
+
+// stop sends sig and waits up to 20 s for the process to exit, then kills it.
+func (p *proc) stop(sig os.Signal) {
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// freePort returns a free loopback port in 20000-32767: below Linux's ephemeral ports, so no
+// client socket can take it before the server binds it.
+func freePort() (int, error) {
+	for range 100 {
+		port := 20000 + rand.IntN(12768)
+		if l, err := net.Listen("tcp", fmt.Sprint("127.0.0.1:", port)); err == nil {
+			return port, l.Close()
+		}
+	}
+	return 0, errors.New("no free port in 20000-32767")
+}
+
+// startPostgres starts the PostgreSQL cluster in dir/data (running initdb the first time) on
+// 127.0.0.1 only, and returns it with the URL of its database "postgres".
+func startPostgres(ctx context.Context, dir string) (*proc, string, error) {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres") // Debian and Ubuntu
+	if p, err := exec.LookPath("postgres"); err == nil {
+		bins = append(bins, p)
+	}
+	if len(bins) == 0 {
+		return nil, "", errors.New("PostgreSQL's server binaries are missing: apt-get install postgresql (make bench does it as root)")
+	}
+	binDir, data := filepath.Dir(bins[len(bins)-1]), filepath.Join(dir, "data")
+	// PostgreSQL refuses to run as root: then it runs as the user postgres, who gets dir.
+	attr := &syscall.SysProcAttr{}
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, "", fmt.Errorf("as root, PostgreSQL runs as the user postgres: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, "", err
+		}
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C")
+		cmd.Dir, cmd.SysProcAttr = dir, attr
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("initdb in %s: %w\n%s", data, err, out)
+		}
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	// No unix socket; memory for a small box with a few GB to spare; fsync on, as in production.
+	cmd := exec.Command(filepath.Join(binDir, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", "",
+		"-c", "listen_addresses=127.0.0.1", "-c", "shared_buffers=1GB", "-c", "max_wal_size=8GB", "-c", "maintenance_work_mem=512MB", "-c", "jit=off")
+	cmd.Dir, cmd.SysProcAttr = dir, attr
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, "", err
+	}
+	defer db.Close()
+	p, err := startProc(ctx, cmd, filepath.Join(dir, "postgres.log"), func(ctx context.Context) bool { return db.PingContext(ctx) == nil })
+	return p, url, err
+}
+
+// loadVersion names the data that loadSQL makes; a cached load of another version is reloaded.
+const loadVersion = 2
+
+// Rows per company besides the contacts: 50 users (and the admin), 500 organizations, and one
+// business record for every 5 contacts.
+const users, organizations, businessPerContact = 50, 500, 5
+
+// loadSQL fills company $1 with $2 rows each of users, organizations, contacts (each with an
+// organization, country, stage, assigned user and creator, so that every expansion finds an
+// object) and business records. Values follow from the row number: every load is the same.
+var loadSQL = []string{
+	`INSERT INTO users (company_id, name, surname, email)
+	 SELECT $1, 'User ' || g, 'Bench', 'user' || g || '@example.com' FROM generate_series(1, $2) AS g`,
+	`INSERT INTO organizations (company_id, name) SELECT $1, 'Organization ' || g FROM generate_series(1, $2) AS g`,
+	`WITH u AS (SELECT array_agg(id ORDER BY id) AS ids FROM users WHERE company_id = $1),
+	      o AS (SELECT array_agg(id ORDER BY id) AS ids FROM organizations WHERE company_id = $1),
+	      s AS (SELECT array_agg(id ORDER BY id) AS ids FROM stages WHERE company_id = $1 AND board_id IS NULL)
+	 INSERT INTO contacts (company_id, name, surname, email, phone, job_title, city, with_sales, country_id,
+	     stage_id, organization_id, assigned_to_id, user_creator_id, created_at, updated_at)
+	 SELECT $1, 'Name ' || g, 'Surname ' || g % 997, 'contact' || g || '@example.com', '+34 600 ' || lpad((g % 1000000)::text, 6, '0'),
+	     'Job ' || g % 50, 'City ' || g % 100, g % 3 = 0, (ARRAY[724, 620, 276, 250, 372])[1 + g % 5],
+	     s.ids[1 + g % cardinality(s.ids)], o.ids[1 + g % cardinality(o.ids)], u.ids[1 + g % cardinality(u.ids)],
+	     u.ids[1 + g / 7 % cardinality(u.ids)], timestamptz '2025-01-01' + g * interval '1 s', timestamptz '2025-01-01' + g * interval '1 s'
+	 FROM generate_series(1, $2) AS g, u, o, s ORDER BY g`,
+	`WITH u AS (SELECT array_agg(id ORDER BY id) AS ids FROM users WHERE company_id = $1),
+	      o AS (SELECT array_agg(id ORDER BY id) AS ids FROM organizations WHERE company_id = $1),
+	      b AS (SELECT id FROM boards WHERE company_id = $1 AND is_default),
+	      s AS (SELECT array_agg(st.id ORDER BY st.position) AS ids FROM stages st JOIN b ON st.board_id = b.id WHERE st.company_id = $1)
+	 INSERT INTO business (company_id, title, value, status_id, organization_id, currency_id, user_owner_id,
+	     user_creator_id, board_id, stage_id, position)
+	 SELECT $1, 'Deal ' || g, round(g % 10000000 / 100.0, 2), 1 + g % 3, o.ids[1 + g % cardinality(o.ids)],
+	     (SELECT default_currency_id FROM companies WHERE id = $1), u.ids[1 + g % cardinality(u.ids)],
+	     u.ids[1 + g / 7 % cardinality(u.ids)], b.id, s.ids[1 + g % cardinality(s.ids)], g
+	 FROM generate_series(1, $2) AS g, u, o, b, s`,
+}
+
+// prepareData makes sure the database rolodex holds cfg.contacts contacts per company, and returns
+// the first company and the database's URL. A load is kept when the table bench_load, written
+// last, records its size; else the database is made anew: bin creates the companies (migrating
+// it), loadSQL fills them, and VACUUM ANALYZE.
+func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c company, url string, err error) {
+	url = strings.Replace(adminURL, "/postgres?", "/rolodex?", 1)
+	admin, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return c, url, err
+	}
+	defer admin.Close()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return c, url, err
+	}
+	defer func() { db.Close() }()
+	const qCached = `SELECT company_id, api_key, lo, hi FROM bench_load WHERE contacts = $1 AND version = $2`
+	if db.QueryRowContext(ctx, qCached, cfg.contacts, loadVersion).Scan(&c.ID, &c.Key, &c.lo, &c.hi) == nil {
+		// The contacts that earlier runs created go, so that every run starts from the same rows.
+		const qClean = `DELETE FROM contacts WHERE company_id = $1 AND id > $2`
+		if _, err := db.ExecContext(ctx, qClean, c.ID, c.hi); err != nil {
+			return c, url, err
+		}
+		_, err := db.ExecContext(ctx, `VACUUM ANALYZE contacts`)
+		return c, url, err
+	}
+	db.Close()
+	for _, q := range []string{`DROP DATABASE IF EXISTS rolodex WITH (FORCE)`, `CREATE DATABASE rolodex`} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			return c, url, err
+		}
+	}
+	if db, err = sql.Open("pgx", url); err != nil {
+		return c, url, err
+	}
+	var cs []company
+	for _, name := range []string{"Bench A", "Bench B"} {
+		out, err := runCmd(ctx, "", []string{"DATABASE_URL=" + url}, bin, "company", "create", "-name", name)
+		if err != nil {
+			return c, url, err
+		}
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			return c, url, fmt.Errorf("company create printed %q: %w", out, err)
+		}
+		cs = append(cs, c)
+	}
+	// The secondary indexes are built once after the load rather than row by row: at a million
+	// contacts, minutes sooner.
+	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
+		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass) AND NOT indisprimary`
+	var indexes, names string
+	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
+		return c, url, err
+	}
+	if _, err := db.ExecContext(ctx, `DROP INDEX `+names); err != nil {
+		return c, url, err
+	}
+	for k := range cs {
+		for i, n := range []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact} {
+			if _, err := db.ExecContext(ctx, loadSQL[i], cs[k].ID, n); err != nil {
+				return c, url, fmt.Errorf("load company %d: %w\n%s", cs[k].ID, err, loadSQL[i])
+			}
+		}
+	}
+	// One INSERT numbers its rows from the identity without gaps: wrk picks ids in lo..hi.
+	c = cs[0]
+	err = db.QueryRowContext(ctx, `SELECT min(id), max(id) FROM contacts WHERE company_id = $1`, c.ID).Scan(&c.lo, &c.hi)
+	if err != nil || c.hi-c.lo+1 != int64(cfg.contacts) {
+		return c, url, fmt.Errorf("contact ids of company %d: %d..%d, want %d in a row (%v)", c.ID, c.lo, c.hi, cfg.contacts, err)
+	}
+	const qMarker = `CREATE TABLE bench_load (company_id bigint, api_key text, contacts integer, version integer, lo bigint, hi bigint)`
+	for _, q := range []string{indexes, `VACUUM ANALYZE`, qMarker} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return c, url, err
+		}
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO bench_load VALUES ($1, $2, $3, $4, $5, $6)`, c.ID, c.Key, cfg.contacts, loadVersion, c.lo, c.hi)
+	return c, url, err
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+// startServer starts `bin serve` on a free loopback port without rate limits, its log in logPath,
+// and returns once GET /readyz answers 200.
+func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	base := fmt.Sprint("http://127.0.0.1:", port)
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, fmt.Sprint("ROLODEX_ADDR=127.0.0.1:", port),
+		"ROLODEX_RATE_LIMIT=0", "ROLODEX_AUTH_FAILURE_LIMIT=0")
+	p, err := startProc(ctx, cmd, logPath, func(ctx context.Context) bool {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	if err != nil {
+		// /readyz wants the schema version that the binary knows.
+		return nil, "", fmt.Errorf("%w\n(a binary of another schema version than the tree's is never ready)", err)
+	}
+	return p, base, nil
+}
+
+// check sends s once, for the company's first contact, and fails unless the answer is 2xx.
+func check(ctx context.Context, base string, c company, s scenario) error {
+	var body io.Reader
+	if s.body != "" {
+		body = strings.NewReader(strings.ReplaceAll(s.body, "{rand}", "1"))
+	}
+	path := strings.ReplaceAll(s.path, "{id}", strconv.FormatInt(c.lo, 10))
+	req, err := http.NewRequestWithContext(ctx, s.method, base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("x-api-key", c.Key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("scenario %s: %s %s answered %s: %s", s.name, s.method, path, resp.Status, b)
+	}
+	return nil
+}
+
+var (
+	wrkRPS    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkP99    = regexp.MustCompile(`\n\s+99%\s+([0-9.]+)(us|ms|s|m|h)\s`)
+	wrkErrors = regexp.MustCompile(`(?:Non-2xx or 3xx responses:|Socket errors: connect|, read|, write|, timeout) ([0-9]+)`)
+)
+
+// runWrk runs s for seconds with wrk (2 threads, 32 connections, bench/wrk.lua) and reads its report.
+func runWrk(ctx context.Context, script, base string, c company, s scenario, seconds int) (result, error) {
+	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body,
+		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi)},
+		"wrk", "-t2", "-c32", fmt.Sprint("-d", seconds, "s"), "--timeout", "5s", "--latency", "-s", script, base)
+	if err != nil {
+		return result{}, err
+	}
+	rps, p99 := wrkRPS.FindStringSubmatch(out), wrkP99.FindStringSubmatch(out)
+	if rps == nil || p99 == nil {
+		return result{}, fmt.Errorf("no Requests/sec or 99%% in wrk's report:\n%s", out)
+	}
+	var r result
+	r.rps, _ = strconv.ParseFloat(rps[1], 64)
+	r.p99, _ = time.ParseDuration(p99[1] + p99[2])
+	for _, m := range wrkErrors.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[1])
+		r.errors += n
+	}
+	return r, nil
+}
+
+// header describes the run: when, on what machine, what against what, the command and the data.
+func header(ctx context.Context, cfg config, revs []string, dbURL string) string {
+	pgVersion := "?"
+	if db, err := sql.Open("pgx", dbURL); err == nil {
+		db.QueryRowContext(ctx, "SHOW server_version").Scan(&pgVersion)
+		db.Close()
+	}
+	var kib int
+	if mem, err := os.ReadFile("/proc/meminfo"); err == nil {
+		fmt.Sscanf(string(mem), "MemTotal: %d kB", &kib)
+	}
+	baseline := "GET /healthz of the same server (the HTTP stack's ceiling), paired with each scenario"
+	if len(revs) > 1 {
+		baseline = fmt.Sprintf("`%s` (%s)", revs[1], cfg.baseline)
+	}
+	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
+		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
+		"- New: `%s` (the working tree). Baseline: %s.\n- Command: `%s`\n"+
+		"- Data: 2 companies, each of %d contacts, %d business records, %d organizations, %d users; requests use the first.\n"+
+		"- Load: wrk -t2 -c32 for %ds per scenario and target, back to back in alternating order; rounds: %d; medians.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), float64(kib)/(1<<20), runtime.GOOS, runtime.GOARCH,
+		runtime.Version(), pgVersion, revs[0], baseline, cfg.command, cfg.contacts, cfg.contacts/businessPerContact,
+		organizations, users+1, cfg.seconds, cfg.rounds)
+}
+
+// table renders the medians as markdown: req/s, new/baseline (as a % of /healthz without a baseline
+// binary), the same ratio taken round by round (its median is the steadier on a noisy machine, as
+// each round's pair ran side by side), p99, and the errors of all rounds.
+func table(picked []scenario, base string, results [][2][]result) string {
+	head, pct := "new/"+base, base == healthz.name
+	if pct {
+		head = "% of " + base
+	}
+	ratio := func(x float64) string {
+		if pct {
+			return fmt.Sprintf("%.0f%%", 100*x)
+		}
+		return fmt.Sprintf("%.2f", x)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| scenario | new req/s | %[1]s req/s | %[2]s | paired by round: median (range) | new p99 | %[1]s p99 | errors (new; %[1]s) |\n", base, head)
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	rps, p99 := func(r result) float64 { return r.rps }, func(r result) float64 { return float64(r.p99) }
+	for j, s := range picked {
+		rs := results[j]
+		var paired []float64
+		var errs [2]int
+		for k := range rs[0] {
+			paired = append(paired, rs[0][k].rps/rs[1][k].rps)
+			errs[0], errs[1] = errs[0]+rs[0][k].errors, errs[1]+rs[1][k].errors
+		}
+		n, o := median(rs[0], rps), median(rs[1], rps)
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s | %s (%s–%s) | %s | %s | %d; %d |\n", s.name, n, o, ratio(n/o), ratio(middle(paired)),
+			ratio(slices.Min(paired)), ratio(slices.Max(paired)), ms(median(rs[0], p99)), ms(median(rs[1], p99)), errs[0], errs[1])
+	}
+	return b.String()
+}
+
+// median returns the median of f over rs.
+func median(rs []result, f func(result) float64) float64 {
+	xs := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return middle(xs)
+}
+
+// middle returns the median of xs (the mean of the middle two for an even count).
+func middle(xs []float64) float64 {
+	xs = slices.Sorted(slices.Values(xs))
+	return (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
+}
+
+// ms renders nanoseconds as milliseconds.
+func ms(ns float64) string { return fmt.Sprintf("%.2f ms", ns/1e6) }
