@@ -342,12 +342,15 @@ func findExecutable(dirs []string, name string) string {
 	return ""
 }
 
-// pgVersionedBinDirs lists the server bin folders of Debian's and the PGDG's packages, highest
-// version first.
+// pgVersionedBinDirs lists the server bin folders of the usual packages (Debian's, the PGDG's,
+// Homebrew's), highest version first.
 func pgVersionedBinDirs() []string {
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	pgdg, _ := filepath.Glob("/usr/pgsql-*/bin")
-	dirs := append(debian, pgdg...)
+	var dirs []string
+	for _, pattern := range []string{"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin",
+		"/usr/local/opt/postgresql*/bin", "/opt/homebrew/opt/postgresql*/bin"} {
+		matches, _ := filepath.Glob(pattern)
+		dirs = append(dirs, matches...)
+	}
 	sortPGDirsByVersion(dirs)
 	return dirs
 }
@@ -357,10 +360,11 @@ func sortPGDirsByVersion(dirs []string) {
 	slices.SortStableFunc(dirs, func(a, b string) int { return slices.Compare(pgDirVersion(b), pgDirVersion(a)) })
 }
 
-// pgDirVersion parses the version in the parent of a bin folder: "15", "pgsql-9.6".
+// pgDirVersion parses the version in the parent of a bin folder: "15", "pgsql-9.6", "postgresql@16".
 func pgDirVersion(binDir string) []int {
+	name := strings.TrimLeftFunc(filepath.Base(filepath.Dir(binDir)), func(r rune) bool { return r < '0' || r > '9' })
 	var version []int
-	for _, part := range strings.Split(strings.TrimLeft(filepath.Base(filepath.Dir(binDir)), "pgsql-"), ".") {
+	for _, part := range strings.Split(name, ".") {
 		n, err := strconv.Atoi(part)
 		if err != nil {
 			break

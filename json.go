@@ -124,7 +124,7 @@ var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(io.Discard) 
 func writeJSON(w http.ResponseWriter, r *http.Request, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	if len(body) > gzipMinBytes && acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if len(body) > gzipMinBytes && r.Method != http.MethodHead && acceptsGzip(r.Header.Get("Accept-Encoding")) {
 		var buf bytes.Buffer
 		zw := gzipWriters.Get().(*gzip.Writer)
 		zw.Reset(&buf)
