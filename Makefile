@@ -30,12 +30,13 @@ fuzz: postgres
 	done
 
 ## faults: a write load while the test's own PostgreSQL is stopped and restarted (about 30 s, loopback).
+## The fault and soak tests are behind the faults build tag, outside plain `go test ./...`.
 faults: postgres
-	ROLODEX_FAULTS=1 $(GO) test -count=1 -run '^TestFaults' -v .
+	$(GO) test -tags faults -count=1 -run '^TestFaults' -v .
 
 ## soak: a steady mixed load for SOAK_TIME; reports requests, non-2xx, goroutines and RSS.
 soak: postgres
-	ROLODEX_SOAK=$(SOAK_TIME) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 30m .
+	SOAK_TIME=$(SOAK_TIME) $(GO) test -tags faults -count=1 -run '^TestSoak$$' -v -timeout 30m .
 
 ## build: the static binary ./rolodex.
 build:
@@ -84,6 +85,6 @@ bench: postgres
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
 		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' $(GO) run ./bench
 
-## bench-go: the Go micro-benchmarks of the hot paths (encoding, key lookup).
+## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 .

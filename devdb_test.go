@@ -34,7 +34,7 @@ func startTestPG(t *testing.T, dir string) *localPG {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := startLocalPG(ctx, dir, testLogWriter{t}, true)
+	p, err := startLocalPG(ctx, dir, t.Output(), true) // its log shows for failing or -v runs
 	if err != nil {
 		t.Fatalf("startLocalPG: %v", err)
 	}
@@ -46,143 +46,91 @@ func startTestPG(t *testing.T, dir string) *localPG {
 	return p
 }
 
-// testLogWriter sends the server log to t.Log so it shows up only for failing or -v runs.
-type testLogWriter struct{ t *testing.T }
-
-func (w testLogWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(b), "\n"))
-	return len(b), nil
-}
-
-func openTestPG(t *testing.T, p *localPG) *sql.DB {
+// pgQuery runs the statements before the last of queries on p's postgres database, then the last,
+// and returns its one text value.
+func pgQuery(t *testing.T, p *localPG, queries ...string) string {
 	t.Helper()
 	db, err := sql.Open("pgx", p.URL("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func queryString(t *testing.T, db *sql.DB, query string) string {
-	t.Helper()
+	defer db.Close()
+	for _, q := range queries[:len(queries)-1] {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	var s string
-	if err := db.QueryRow(query).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", query, err)
+	if err := db.QueryRow(queries[len(queries)-1]).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", queries[len(queries)-1], err)
 	}
 	return s
 }
 
-func TestLocalPGStartQueryStopRestart(t *testing.T) {
+// A local PostgreSQL honours its context, starts, keeps its data across a stop and a start, replaces a stale server left
+// running on its folder, and ignores a leftover pid file.
+func TestLocalPGLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if p, err := startLocalPG(ctx, pgTestDir(t), nil, true); err == nil {
+		p.Stop()
+		t.Fatal("startLocalPG with a cancelled context succeeded")
+	}
 	dir := pgTestDir(t)
 	p := startTestPG(t, dir)
-
 	if !regexp.MustCompile(`^postgres://postgres@127\.0\.0\.1:\d+/rolodex\?sslmode=disable$`).MatchString(p.URL("rolodex")) {
 		t.Errorf("URL = %q", p.URL("rolodex"))
 	}
-	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
-	if err != nil {
-		t.Fatalf("dial: %v", err)
+	got := pgQuery(t, p, "CREATE TABLE devdb_marker AS SELECT 'first run' AS note",
+		"SELECT current_setting('fsync') || ' ' || current_user")
+	if got != "off postgres" {
+		t.Errorf("fsync and current_user = %q, want off postgres", got)
 	}
-	conn.Close()
-
-	db := openTestPG(t, p)
-	if got := queryString(t, db, "SELECT 1::text"); got != "1" {
-		t.Errorf("SELECT 1 = %q", got)
-	}
-	if got := queryString(t, db, "SELECT current_setting('fsync')"); got != "off" {
-		t.Errorf("fsync = %q, want off", got)
-	}
-	if got := queryString(t, db, "SELECT current_user::text"); got != "postgres" {
-		t.Errorf("current_user = %q, want postgres", got)
-	}
-	if _, err := db.Exec("CREATE TABLE devdb_marker (note text); INSERT INTO devdb_marker VALUES ('first run')"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-
-	if err := p.Stop(); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if err := p.Stop(); err != nil {
-		t.Fatalf("second Stop: %v", err)
+	if err1, err2 := p.Stop(), p.Stop(); err1 != nil || err2 != nil {
+		t.Fatalf("Stop, twice: %v, %v", err1, err2)
 	}
 	if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second); err == nil {
 		conn.Close()
 		t.Errorf("port %d still open after Stop", p.port)
 	}
 
-	p2 := startTestPG(t, dir)
-	db2 := openTestPG(t, p2)
-	if got := queryString(t, db2, "SELECT note FROM devdb_marker"); got != "first run" {
+	stale := startTestPG(t, dir)
+	if got := pgQuery(t, stale, "SELECT note FROM devdb_marker"); got != "first run" {
 		t.Errorf("marker = %q, want data kept from the first run", got)
 	}
-}
-
-func TestLocalPGStopsStaleServer(t *testing.T) {
-	dir := pgTestDir(t)
-	stale := startTestPG(t, dir)
-	// A second start on the same dir plays the part of a run after a crash that left the server up.
-	p := startTestPG(t, dir)
+	// A second start on the same folder plays the part of a run after a crash that left the server up.
+	p = startTestPG(t, dir)
 	select {
 	case <-stale.exited:
 	case <-time.After(5 * time.Second):
 		t.Fatal("stale server still running after a new start on its data dir")
 	}
-	if got := queryString(t, openTestPG(t, p), "SELECT 1::text"); got != "1" {
-		t.Errorf("SELECT 1 = %q", got)
-	}
-}
 
-func TestLocalPGIgnoresLeftoverPIDFile(t *testing.T) {
-	dir := pgTestDir(t)
-	if err := startTestPG(t, dir).Stop(); err != nil {
+	// After a container restart the old postmaster's pid is often this very process.
+	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// After a container restart the old postmaster's pid is often this very process.
 	pidFile := filepath.Join(dir, "data", "postmaster.pid")
 	if err := os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n%s\n", os.Getpid(), filepath.Join(dir, "data"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	chownLike(t, pidFile, filepath.Dir(pidFile))
-	p := startTestPG(t, dir)
-	if got := queryString(t, openTestPG(t, p), "SELECT 1::text"); got != "1" {
-		t.Errorf("SELECT 1 = %q", got)
-	}
-}
-
-// chownLike gives path the owner of ref, as the server would have written path itself.
-func chownLike(t *testing.T, path, ref string) {
-	t.Helper()
-	info, err := os.Stat(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st, ok := info.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
-		if err := os.Chown(path, int(st.Uid), int(st.Gid)); err != nil {
+	if info, err := os.Stat(filepath.Dir(pidFile)); err == nil && os.Geteuid() == 0 { // owned as the server would
+		st := info.Sys().(*syscall.Stat_t)
+		if err := os.Chown(pidFile, int(st.Uid), int(st.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-func TestLocalPGHonoursContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	p, err := startLocalPG(ctx, pgTestDir(t), nil, true)
-	if err == nil {
-		p.Stop()
-		t.Fatal("startLocalPG with a cancelled context succeeded")
+	if got := pgQuery(t, startTestPG(t, dir), "SELECT note FROM devdb_marker"); got != "first run" {
+		t.Errorf("marker = %q after a leftover pid file, want the data", got)
 	}
 }
 
-func TestFindPGBinariesMissing(t *testing.T) {
-	_, err := findPGBinariesIn([]string{t.TempDir()}, []string{t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "apt-get install postgresql") {
-		t.Fatalf("err = %v, want install hint", err)
+func TestFindPGBinaries(t *testing.T) {
+	t.Parallel()
+	if _, err := findPGBinariesIn([]string{t.TempDir()}, []string{t.TempDir()}); err == nil || !strings.Contains(err.Error(), "apt-get install postgresql") {
+		t.Errorf("without binaries: err = %v, want the install hint", err)
 	}
-}
-
-func TestFindPGBinariesPrefersHighestVersion(t *testing.T) {
 	root := t.TempDir()
 	var dirs []string
 	for _, v := range []string{"9.6", "15", "10"} {
@@ -199,18 +147,13 @@ func TestFindPGBinariesPrefersHighestVersion(t *testing.T) {
 	}
 	sortPGDirsByVersion(dirs)
 	b, err := findPGBinariesIn(nil, dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(root, "postgresql", "15", "bin", "postgres"); b.postgres != want {
-		t.Errorf("postgres = %q, want %q", b.postgres, want)
-	}
-	if b.pgCtl != "" {
-		t.Errorf("pg_ctl = %q, want none", b.pgCtl)
+	if want := filepath.Join(root, "postgresql", "15", "bin", "postgres"); err != nil || b.postgres != want || b.pgCtl != "" {
+		t.Errorf("findPGBinariesIn = postgres %q, pg_ctl %q, %v; want %q and no pg_ctl", b.postgres, b.pgCtl, err, want)
 	}
 }
 
 func TestPGDirVersion(t *testing.T) {
+	t.Parallel()
 	for dir, want := range map[string][]int{
 		"/usr/lib/postgresql/15/bin":        {15},
 		"/usr/pgsql-9.6/bin":                {9, 6},

@@ -1,389 +1,295 @@
 package main
 
-// The suite's shared world and the one set of helpers every test uses: a PostgreSQL (DATABASE_URL, or a
-// private server), the server started through run(), a company per test, and requests through real HTTP.
+// Tests of main.go: the commands, health and readiness, routing, and the server's lifecycle.
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
-// testEnv is the suite's shared world: one PostgreSQL database and one server started through run().
-// Tests share them safely because each test works inside a company of its own.
-var testEnv struct {
-	adminURL string // a database on the same server, to create fresh ones from
-	dbURL    string // the migrated database the server uses
-	st       *store
-	baseURL  string
-	log      *syncBuffer // the server's log
-}
-
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cleanup, err := setupTestDatabase(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "The tests need PostgreSQL: %v\n"+
-			"Install its server binaries (Debian/Ubuntu: sudo apt-get install postgresql) or set DATABASE_URL to a server where the user may create databases.\n", err)
-		return 1
-	}
-	defer cleanup()
-
-	st, err := openStore(dbConfig{url: testEnv.dbURL, maxConns: 8})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer st.Close()
-	testEnv.st = st
-
-	addr, err := freeAddr()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	testEnv.baseURL = "http://" + addr
-	testEnv.log = &syncBuffer{}
-	// The shared server's limits are far above what the suite sends (thousands of requests on one
-	// key, dozens of 401s from one address); hardening_test.go tests the limits on servers of its own.
-	env := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr,
-		"ROLODEX_RATE_LIMIT": "1000000", "ROLODEX_AUTH_FAILURE_LIMIT": "1000000"}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return env[k] }, io.Discard, testEnv.log)
-	}()
-	if err := waitHealthy(testEnv.baseURL, done); err != nil {
-		fmt.Fprintf(os.Stderr, "server did not start: %v\n%s", err, testEnv.log.String())
-		return 1
-	}
-
-	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintf(os.Stderr, "server: %v\n", err)
-		return 1
-	}
-	return code
-}
-
-// setupTestDatabase fills testEnv.adminURL and testEnv.dbURL: a fresh database on DATABASE_URL's
-// server when it is set, else a private server in a temporary folder. cleanup drops or stops it.
-func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
-	if u := os.Getenv("DATABASE_URL"); u != "" {
-		testEnv.adminURL = u
-		name := "rolodex_test_" + randomHex(6)
-		if err := createDatabase(ctx, u, name); err != nil {
-			return nil, err
+func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{"/healthz": `{"status":"ok"}`,
+		"/readyz": fmt.Sprintf(`{"status":"ready","schemaVersion":%d}`, latestSchemaVersion())} {
+		r := call(t, "GET", path, "", "")
+		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" || strings.TrimSpace(string(r.body)) != want {
+			t.Errorf("GET %s = %d %q %s; want 200 application/json %s", path, r.status, r.header.Get("Content-Type"), r.body, want)
 		}
-		testEnv.dbURL, err = withDatabase(u, name)
-		return func() { dropDatabase(u, name) }, err
 	}
-	dir, err := os.MkdirTemp("", "rolodex-test-pg-")
-	if err != nil {
-		return nil, err
-	}
-	pg, err := startLocalPG(ctx, dir, io.Discard, true)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	testEnv.adminURL = pg.URL("postgres")
-	if err := createDatabase(ctx, testEnv.adminURL, "rolodex"); err != nil {
-		pg.Stop()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	testEnv.dbURL = pg.URL("rolodex")
-	return func() { pg.Stop(); os.RemoveAll(dir) }, nil
 }
 
-func createDatabase(ctx context.Context, adminURL, name string) error {
-	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
-	if err != nil {
-		return err
+func TestUnknownPathsAre404AndWrongMethods405(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, tt := range []struct {
+		method, path, key string
+		status            int
+		allow             string
+	}{
+		{"GET", "/v2/contacts", c.key, 404, ""}, {"GET", "/nope", c.key, 404, ""}, {"GET", "/", c.key, 404, ""},
+		{"GET", "/v1/nope", c.key, 404, ""}, {"GET", "/v1/contacts/1/extra", c.key, 404, ""}, {"GET", "/v1", c.key, 404, ""},
+		// Without a key, a /v1 path asks for one first; any other unknown path is simply 404.
+		{"GET", "/v1/nope", "", 401, ""}, {"GET", "/v2/contacts", "", 404, ""},
+		{"DELETE", "/healthz", "", 405, "GET, HEAD"},
+		{"PUT", "/v1/contacts", c.key, 405, "GET, HEAD, POST"},
+		{"POST", "/v1/contacts/1", c.key, 405, "GET, HEAD, PATCH, DELETE"},
+		{"DELETE", "/v1/statuses", c.key, 405, "GET, HEAD"},
+	} {
+		r := call(t, tt.method, tt.path, tt.key, "")
+		wantProblem(t, r, tt.status, map[int]string{401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}[tt.status])
+		if got := r.header.Get("Allow"); got != tt.allow {
+			t.Errorf("%s %s: Allow = %q; want %q", tt.method, tt.path, got, tt.allow)
+		}
 	}
-	defer st.Close()
-	_, err = st.db.ExecContext(ctx, "CREATE DATABASE "+quoteIdent(name))
-	return err
 }
 
-func dropDatabase(adminURL, name string) {
-	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+// runCLI runs the rolodex command line with args against the suite's database.
+func runCLI(t *testing.T, args ...string) (stdout string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := map[string]string{"DATABASE_URL": testEnv.dbURL}
+	err = run(context.Background(), append([]string{"rolodex"}, args...), func(k string) string { return env[k] }, &out, &errOut)
 	if err != nil {
+		err = fmt.Errorf("%w (stderr %q)", err, errOut.String())
+	}
+	return out.String(), err
+}
+
+func TestCLICompanyCreatePrintsOneJSONLine(t *testing.T) {
+	t.Parallel()
+	out, err := runCLI(t, "company", "create", "-name", "CLI Co")
+	if err != nil || strings.Count(out, "\n") != 1 {
+		t.Fatalf("company create = %q, %v; want exactly one line", out, err)
+	}
+	var got struct {
+		CompanyID, UserID int64
+		APIKey            string
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil || got.CompanyID <= 0 || got.UserID <= 0 || got.APIKey == "" {
+		t.Fatalf("output %+v, %v; want companyId, userId and apiKey", got, err)
+	}
+	// The key works, and a key made with `key create` works too, until `key revoke`.
+	if r := call(t, "GET", "/v1/contacts/count", got.APIKey, ""); r.status != http.StatusOK {
+		t.Errorf("the printed key: GET /v1/contacts/count = %d; want 200", r.status)
+	}
+	out, err = runCLI(t, "key", "create", "-company", strconv.FormatInt(got.CompanyID, 10))
+	key := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(key, "rdx_") {
+		t.Fatalf("key create = %q, %v", key, err)
+	}
+	if r := call(t, "GET", "/v1/contacts/count", key, ""); r.status != http.StatusOK {
+		t.Errorf("the created key: GET /v1/contacts/count = %d; want 200", r.status)
+	}
+	if out, err := runCLI(t, "key", "revoke", key[:12]); err != nil || !strings.Contains(out, "revoked") {
+		t.Fatalf("key revoke = %q, %v", out, err)
+	}
+	// A server trusts a key it has seen for a few seconds; one that never saw it refuses it at once.
+	base := startServer(t, nil, io.Discard)
+	wantProblem(t, callAt(t, nil, base, "GET", "/v1/contacts/count", key, ""), http.StatusUnauthorized, "unauthorized")
+	if _, err := runCLI(t, "key", "revoke", key[:12]); err == nil {
+		t.Error("revoking the key again: no error; want one")
+	}
+}
+
+func TestCLIUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{}, {"bogus"}, {"company", "create"}, {"key", "create"}, {"key", "revoke"}, {"serve", "extra"},
+	} {
+		if _, err := runCLI(t, args...); err == nil {
+			t.Errorf("rolodex %v: no error; want a usage error", args)
+		}
+	}
+	if out, err := runCLI(t, "version"); err != nil || !strings.HasPrefix(out, "rolodex ") {
+		t.Errorf("version = %q, %v", out, err)
+	}
+	for _, cmd := range []string{"serve", "migrate", "dev"} {
+		if _, err := runCLI(t, cmd, "-h"); err == nil || !strings.Contains(err.Error(), "Usage: rolodex "+cmd) {
+			t.Errorf("%s -h: %v; want its usage on stderr", cmd, err)
+		}
+	}
+	getenv := func(k string) string { return map[string]string{"ROLODEX_RATE_LIMIT": "lots"}[k] }
+	if err := run(context.Background(), []string{"rolodex", "serve"}, getenv, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "ROLODEX_RATE_LIMIT") {
+		t.Errorf("serve with ROLODEX_RATE_LIMIT=lots: %v; want an error naming it", err)
+	}
+}
+
+func TestUnreachableDatabaseIs503NotA500(t *testing.T) {
+	t.Parallel()
+	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL}, io.Discard)
+	gone, err := freeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.point(gone)
+	for _, path := range []string{"/v1/contacts", "/readyz"} {
+		// Resolving the key needs the database.
+		r := callAt(t, nil, base, "GET", path, "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "")
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" ||
+			bytes.Contains(r.body, []byte("connect")) || bytes.Contains(r.body, []byte(gone)) {
+			t.Errorf("GET %s with the database away = %d (Retry-After %q) %s; want 503 with Retry-After, without driver text",
+				path, r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
+}
+
+// loadResult counts a load's answers by status, and the contacts acknowledged with 201.
+type loadResult struct {
+	mu       sync.Mutex
+	byStatus map[int]int
+	errs     []string
+	acked    map[string]string // id: name
+}
+
+func newLoadResult() *loadResult {
+	return &loadResult{byStatus: map[int]int{}, acked: map[string]string{}}
+}
+
+// createContact posts one contact named name and records the answer.
+func (lr *loadResult) createContact(client *http.Client, base, key, name string) {
+	r, err := send(client, base, "POST", "/v1/contacts", key, `{"name":"`+name+`"}`)
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if err != nil {
+		lr.errs = append(lr.errs, err.Error())
 		return
 	}
+	lr.byStatus[r.status]++
+	var c struct{ ID, Name string }
+	if r.status == http.StatusCreated {
+		if json.Unmarshal(r.body, &c) != nil || c.Name != name {
+			lr.errs = append(lr.errs, fmt.Sprintf("201 with a cut or wrong body %q", r.body))
+			return
+		}
+		lr.acked[c.ID] = name
+	}
+}
+
+// storedContacts is the company's contacts by id, read with SQL.
+func storedContacts(t *testing.T, dbURL string, companyID int64) map[string]string {
+	t.Helper()
+	st, err := openStore(dbConfig{url: dbURL, maxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer st.Close()
-	st.db.Exec("DROP DATABASE IF EXISTS " + quoteIdent(name) + " WITH (FORCE)")
+	var b []byte
+	got := map[string]string{}
+	err = st.db.QueryRow(`SELECT coalesce(json_object_agg(id, name), '{}') FROM contacts WHERE company_id = $1`, companyID).Scan(&b)
+	if err != nil || json.Unmarshal(b, &got) != nil {
+		t.Fatalf("contacts of company %d: %v", companyID, err)
+	}
+	return got
 }
 
-// withDatabase returns the URL u with its database name replaced.
-func withDatabase(u, name string) (string, error) {
-	pu, err := url.Parse(u)
-	if err != nil || pu.Scheme == "" {
-		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL for the tests")
+func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "rolodex")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	pu.Path = "/" + name
-	return pu.String(), nil
-}
-
-// freshDatabase creates an empty database for one test and drops it afterwards.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	name := "rolodex_fresh_" + randomHex(6)
-	if err := createDatabase(context.Background(), testEnv.adminURL, name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() { dropDatabase(testEnv.adminURL, name) })
-	u, err := withDatabase(testEnv.adminURL, name)
-	if err != nil {
+	c := newTestCompany(t)
+	addr, _ := freeAddr()
+	var stderr syncBuffer
+	cmd := exec.Command(bin, "serve", "-shutdown-timeout", "10s")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+testEnv.dbURL, "ROLODEX_ADDR="+addr, "ROLODEX_RATE_LIMIT=0")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return u
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// waitHealthy polls /healthz until it answers 200, the server exits, or 30 seconds pass.
-func waitHealthy(base string, done <-chan error) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			return fmt.Errorf("run returned early: %v", err)
-		default:
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return errors.New("timed out waiting for /healthz")
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines to write while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// testCompany is a company of the test's own, with its first user and an API key.
-type testCompany struct {
-	id     int64
-	userID int64
-	key    string
-}
-
-// newTestCompany creates a fresh company through the same code as `rolodex company create`.
-func newTestCompany(t *testing.T) testCompany {
-	t.Helper()
-	nc, err := testEnv.st.createCompany(context.Background(), "Test "+t.Name())
-	if err != nil {
-		t.Fatalf("create company: %v", err)
-	}
-	return testCompany{id: nc.CompanyID, userID: nc.UserID, key: nc.APIKey}
-}
-
-// response is a finished HTTP exchange.
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// call sends a request to the test server. key "" sends no x-api-key; body "" sends no body; a
-// body gets Content-Type: application/json unless hdr sets one. hdr is "Name", "value" pairs.
-func call(t *testing.T, method, path, key, body string, hdr ...string) response {
-	t.Helper()
-	return callAt(t, nil, testEnv.baseURL, method, path, key, body, hdr...)
-}
-
-// problemBody is the RFC 9457 error body.
-type problemBody struct {
-	Type      string       `json:"type"`
-	Title     string       `json:"title"`
-	Status    int          `json:"status"`
-	Detail    string       `json:"detail"`
-	Code      string       `json:"code"`
-	RequestID string       `json:"requestId"`
-	Errors    []fieldProbl `json:"errors"`
-}
-
-type fieldProbl struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// wantProblem fails the test unless r is a problem+json answer with this status and code.
-func wantProblem(t *testing.T, r response, status int, code string) problemBody {
-	t.Helper()
-	var p problemBody
-	if r.status != status {
-		t.Errorf("status = %d; want %d (body %s)", r.status, status, r.body)
-	}
-	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("Content-Type = %q; want application/problem+json", ct)
-	}
-	dec := json.NewDecoder(bytes.NewReader(r.body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("problem body %s: %v", r.body, err)
-	}
-	if p.Status != status || p.Code != code || p.Title == "" || p.Detail == "" || p.Type == "" {
-		t.Errorf("problem = %+v; want status %d, code %q, a title, a detail and a type", p, status, code)
-	}
-	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
-		t.Errorf("problem requestId %q; want the X-Request-Id header %q", p.RequestID, r.header.Get("X-Request-Id"))
-	}
-	return p
-}
-
-// startServer runs `rolodex serve` through run() on a free port with env (DATABASE_URL defaults to
-// the suite's database), logging to log, and returns its base URL; the server stops when the test ends.
-func startServer(t *testing.T, env map[string]string, log io.Writer) string {
-	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
-	for k, v := range env {
-		all[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return all[k] }, io.Discard, log)
-	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer cmd.Process.Kill()
 	base := "http://" + addr
-	if err := waitHealthy(base, done); err != nil {
-		cancel()
-		t.Fatalf("server did not start: %v", err)
+	if err := waitHealthy(base, exited); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return base
-}
 
-// callAt is call against the server at base, through client (nil: http.DefaultClient).
-func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
-	t.Helper()
-	r, err := send(client, base, method, path, key, body, hdr...)
-	if err != nil {
+	// A load of creates, and one slow create whose body is still arriving when SIGTERM comes.
+	lr := newLoadResult()
+	client := &http.Client{Transport: &http.Transport{}}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				lr.createContact(client, base, c.key, fmt.Sprintf("load %d-%d", w, i))
+			}
+		})
+	}
+	pr, pw := io.Pipe()
+	slow := make(chan response, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/v1/contacts", pr)
+		req.Header = http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {c.key}, "X-Request-Id": {"slow-one"}}
+		r := response{status: -1}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			r.status = resp.StatusCode
+			r.body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		slow <- r
+	}()
+	pw.Write([]byte(`{"name":`))
+	time.Sleep(500 * time.Millisecond) // load runs; the slow request is in flight
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	return r
-}
+	time.Sleep(300 * time.Millisecond)
+	pw.Write([]byte(`"slow one"}`))
+	pw.Close()
+	stop.Store(true)
+	wg.Wait()
 
-// send is callAt without a test: goroutines, which may not call t.Fatal, use it. hdr is pairs of
-// header name and value; an empty value removes the header.
-func send(client *http.Client, base, method, path, key, body string, hdr ...string) (response, error) {
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
-	if err != nil {
-		return response{}, err
-	}
-	if key != "" {
-		req.Header.Set("x-api-key", key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		if hdr[i+1] == "" {
-			req.Header.Del(hdr[i])
-			continue
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v; want status 0\n%s", err, stderr.String())
 		}
-		req.Header.Set(hdr[i], hdr[i+1])
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit 30s after SIGTERM\n%s", stderr.String())
 	}
-	if client == nil {
-		client = http.DefaultClient
+	if r := <-slow; r.status != http.StatusCreated {
+		t.Errorf("the request in flight at SIGTERM: %d %s; want 201 with its body", r.status, r.body)
+	} else {
+		var got struct{ ID, Name string }
+		json.Unmarshal(r.body, &got)
+		lr.acked[got.ID] = got.Name
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+	// Requests refused after the listener closed never reached a handler; every one that did was
+	// answered in full: what the database holds is exactly what was acknowledged.
+	if diff := cmp.Diff(lr.acked, storedContacts(t, testEnv.dbURL, c.id)); diff != "" {
+		t.Errorf("contacts acknowledged with 201 and stored differ (-acknowledged +stored):\n%s", diff)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	for status, n := range lr.byStatus {
+		if status != http.StatusCreated {
+			t.Errorf("%d answers with status %d during shutdown; want only 201 (or refused connections)", n, status)
+		}
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
-}
-
-// rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
-var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
+	// The log, written to the end, has the slow request's line and ends with "stopped".
+	if log := stderr.String(); !strings.Contains(log, `"requestId":"slow-one"`) || !strings.HasSuffix(log, `"msg":"stopped"}`+"\n") {
+		t.Errorf("the log does not have the slow request's line and end with \"stopped\":\n%s", log)
 	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
-	}
-	return out
-}
-
-func sqlID(t *testing.T, q string, args ...any) int64 {
-	t.Helper()
-	var id int64
-	if err := testEnv.st.db.QueryRowContext(context.Background(), q, args...).Scan(&id); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return id
 }

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.st.revokeAPIKey(context.Background(), revoked); err != nil {
+		t.Fatal(err)
+	}
+	var first *problemBody
+	for name, key := range map[string]string{
+		"missing":           "",
+		"unknown":           "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		"revoked":           revoked,
+		"not a key at all":  "hello",
+		"one character off": c.key[:len(c.key)-1] + string(c.key[len(c.key)-1]^1),
+	} {
+		t.Run("a "+name+" key is 401", func(t *testing.T) {
+			r := call(t, "GET", "/v1/contacts", key, "")
+			p := wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+			if r.header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			p.RequestID = ""
+			if first == nil {
+				first = &p
+			} else if diff := cmp.Diff(*first, p); diff != "" {
+				t.Errorf("401 bodies differ (-first +this):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	st := testEnv.st
+	resolve := func(key string) (tenant, error) { return newAuthenticator(st).resolve(ctx, key) }
+
+	key, err := st.createAPIKey(ctx, c.id, c.userID)
+	if err != nil || key == c.key || len(key) != 36 || key[:4] != "rdx_" {
+		t.Fatalf("createAPIKey = %q, %v; want rdx_ and 32 more characters, unlike the first key %q", key, err, c.key)
+	}
+	// Stored only as its SHA-256, beside a short display prefix.
+	var prefix string
+	var hash []byte
+	err = testEnv.st.db.QueryRow(`SELECT prefix, hash FROM api_keys WHERE company_id = $1 AND prefix = left($2, length(prefix))`,
+		c.id, key).Scan(&prefix, &hash)
+	if sum := sha256.Sum256([]byte(key)); err != nil || len(prefix) > 12 || !bytes.Equal(hash, sum[:]) {
+		t.Errorf("stored prefix %q hash %x (%v); want at most the key's first 12 characters and its SHA-256", prefix, hash, err)
+	}
+	if got, err := resolve(key); err != nil || got != (tenant{companyID: c.id, userID: c.userID}) {
+		t.Fatalf("resolve = %+v, %v; want company %d user %d", got, err, c.id, c.userID)
+	}
+	if err := st.revokeAPIKey(ctx, key); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, err := resolve(key); !errors.Is(err, errNotFound) {
+		t.Errorf("resolve a revoked key: err = %v; want errNotFound", err)
+	}
+	if err := st.revokeAPIKey(ctx, key); !errors.Is(err, errNotFound) {
+		t.Errorf("second revoke: err = %v; want errNotFound", err)
+	}
+	if _, err := resolve(c.key); err != nil {
+		t.Errorf("the company's other key stopped working: %v", err)
+	}
+	if _, err := st.createAPIKey(ctx, c.id, c.userID+1_000_000); !errors.Is(err, errNotFound) {
+		t.Errorf("key for a user that does not exist: err = %v; want errNotFound", err)
+	}
+}
+
+func TestAuthenticatorCachesForItsTTL(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	now := time.Now()
+	a := newAuthenticator(testEnv.st)
+	a.now = func() time.Time { return now }
+
+	if _, err := a.resolve(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+	if err := testEnv.st.revokeAPIKey(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	if _, err := a.resolve(ctx, c.key); err != nil {
+		t.Errorf("a second later, within the TTL, a cached key still resolves; got %v", err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := a.resolve(ctx, c.key); !errors.Is(err, errNotFound) {
+		t.Errorf("a minute later, after the TTL, a revoked key: err = %v; want errNotFound", err)
+	}
+}

@@ -1,0 +1,671 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The behaviour every resource shares (API.md sections 1 to 7), tested once over the resources it
+// applies to: keys, tenancy, path ids, create, merge patch, If-Match, delete, request bodies, query
+// parameters, methods, and walking the lists. What is particular to one resource is in its own file.
+
+// apiRes is a resource as these tests see it.
+type apiRes struct {
+	path     string
+	post     string // a valid POST body; "" when the resource has no POST
+	writable bool   // PATCH and DELETE
+	count    bool   // GET path/count
+	item     bool   // GET path/{id}
+	insert   string // without a POST: SQL that makes an object of company $1, RETURNING id
+}
+
+// apiResources are the API's resources in the order the slices below rely on: writable ones, then
+// the others with a POST, those with objects of a company, and the global ones.
+var apiResources = []apiRes{
+	{path: "/v1/contacts", post: `{"name":"Ana","city":"Madrid"}`, writable: true, count: true, item: true},
+	{path: "/v1/business", post: `{"title":"Deal","reasonLost":"Price"}`, writable: true, count: true, item: true},
+	{path: "/v1/organizations", post: `{"name":"Acme"}`, item: true},
+	{path: "/v1/users", item: true, insert: `INSERT INTO users (company_id, name) VALUES ($1, 'Other') RETURNING id`},
+	{path: "/v1/stages", item: true, insert: `INSERT INTO stages (company_id, name) VALUES ($1, 'Other') RETURNING id`},
+	{path: "/v1/boards", item: true, insert: `INSERT INTO boards (company_id, name) VALUES ($1, 'Other') RETURNING id`},
+	{path: "/v1/statuses"}, {path: "/v1/currencies"}, {path: "/v1/countries"},
+}
+
+var writableResources, postResources, itemResources = apiResources[:2], apiResources[:3], apiResources[:6]
+
+// newObject makes an object of the resource for company c and returns its id.
+func (res apiRes) newObject(t *testing.T, c testCompany) int64 {
+	t.Helper()
+	if res.post != "" {
+		o, _ := create(t, c.key, res.path, res.post)
+		return o.id()
+	}
+	return sqlID(t, res.insert, c.id)
+}
+
+// route is one endpoint: a method, a path and, for POST and PATCH, a valid body.
+type route struct{ method, path, body string }
+
+// routes returns the resource's endpoints, the object ones for the object id.
+func (res apiRes) routes(id int64) []route {
+	rs := []route{{"GET", res.path, ""}}
+	if res.count {
+		rs = append(rs, route{"GET", res.path + "/count", ""})
+	}
+	if res.post != "" {
+		rs = append(rs, route{"POST", res.path, res.post})
+	}
+	return append(rs, res.itemRoutes(id)...)
+}
+
+// itemRoutes returns the resource's endpoints of the object id.
+func (res apiRes) itemRoutes(id int64) []route {
+	var rs []route
+	if res.item {
+		rs = append(rs, route{"GET", itemPath(res.path, id), ""})
+	}
+	if res.writable {
+		rs = append(rs, route{"PATCH", itemPath(res.path, id), res.post}, route{"DELETE", itemPath(res.path, id), ""})
+	}
+	return rs
+}
+
+// withMembers returns the object body with members (`"a":1,"b":2`) added at its end.
+func withMembers(body, members string) string {
+	return strings.TrimSuffix(body, "}") + "," + members + "}"
+}
+
+// guarded makes an object of res for c (when res has objects of a company) and runs requests with
+// its path in a subtest named for res; then the object must be as it was, and the list must hold
+// made more objects, no others.
+func guarded(t *testing.T, c testCompany, res apiRes, made int, requests func(t *testing.T, target string)) {
+	t.Helper()
+	var target string
+	var was response
+	if res.item {
+		target = itemPath(res.path, res.newObject(t, c))
+		was = mustGet(t, c.key, target)
+	}
+	before := listIDs(t, c.key, res.path)
+	t.Run(res.path, func(t *testing.T) { requests(t, target) })
+	if n := len(listIDs(t, c.key, res.path)); n != len(before)+made {
+		t.Errorf("%s holds %d objects; want %d: refused requests change nothing", res.path, n, len(before)+made)
+	}
+	if res.item {
+		wantUnchanged(t, c.key, target, was)
+	}
+}
+
+// wantOthersReferencesLikeNone checks that a POST or PATCH of res as c naming, in a field, another
+// company's object (refs: field -> that object's id) is the same 422 as naming an id no object has.
+func wantOthersReferencesLikeNone(t *testing.T, c testCompany, res apiRes, refs map[string]int64) {
+	t.Helper()
+	guarded(t, c, res, 0, func(t *testing.T, target string) {
+		for field, other := range refs {
+			for _, m := range []route{{"POST", res.path, ""}, {"PATCH", target, ""}} {
+				refusal := func(id int64) problemBody {
+					p := wantFields(t, call(t, m.method, m.path, c.key, withMembers(res.post, fmt.Sprintf(`"%s":%d`, field, id))), field)
+					p.RequestID = ""
+					return p
+				}
+				if diff := cmp.Diff(refusal(1<<60), refusal(other)); diff != "" {
+					t.Errorf("%s with another company's %s vs with no object's (-none +other's):\n%s", m.method, field, diff)
+				}
+			}
+		}
+	})
+}
+
+// listIDs returns the ids of every object of the list at path, walking its pages.
+func listIDs(t *testing.T, key, path string) []int64 {
+	t.Helper()
+	return idsOf(walkList(t, key, path, "", 100))
+}
+
+func TestEveryRouteAnswersAMissingUnknownOrRevokedKeyWith401(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err == nil {
+		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []struct{ name, key string }{{"no", ""}, {"an unknown", "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, {"a revoked", revoked}}
+	var first *problemBody
+	for _, res := range apiResources {
+		for _, rt := range res.routes(c.userID) {
+			for _, k := range keys {
+				t.Run(fmt.Sprintf("%s %s with %s key", rt.method, rt.path, k.name), func(t *testing.T) {
+					p := wantProblem(t, call(t, rt.method, rt.path, k.key, rt.body), http.StatusUnauthorized, "unauthorized")
+					if p.RequestID = ""; first == nil {
+						first = &p
+					} else if diff := cmp.Diff(*first, p); diff != "" {
+						t.Errorf("401 bodies differ (-first +this):\n%s", diff)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestAnotherCompanysObjectIs404AndUnchanged: another company's object is answered exactly like an id
+// no object has, and B's requests change nothing of A's.
+func TestAnotherCompanysObjectIs404AndUnchanged(t *testing.T) {
+	t.Parallel()
+	a, b := newTestCompany(t), newTestCompany(t)
+	for _, res := range itemResources {
+		t.Run(res.path, func(t *testing.T) {
+			t.Parallel()
+			theirs, mine := res.newObject(t, a), res.newObject(t, b)
+			before := mustGet(t, a.key, itemPath(res.path, theirs))
+			rts := res.itemRoutes(theirs)
+			if res.writable { // {} changes nothing, but another company's object is still not there
+				rts = append(rts, route{"PATCH", rts[0].path, "{}"})
+			}
+			for _, rt := range rts {
+				for _, ifMatch := range []string{"", "*", before.header.Get("ETag")} {
+					if ifMatch != "" && rt.method == "GET" {
+						continue
+					}
+					p := wantProblem(t, call(t, rt.method, rt.path, b.key, rt.body, "If-Match", ifMatch), http.StatusNotFound, "not_found")
+					for _, none := range []int64{999999999, 1 << 60, 1<<63 - 1} { // ids no object has
+						r := call(t, rt.method, itemPath(res.path, none), b.key, rt.body, "If-Match", ifMatch)
+						q := wantProblem(t, r, http.StatusNotFound, "not_found")
+						p.RequestID, q.RequestID = "", ""
+						if diff := cmp.Diff(q, p); diff != "" {
+							t.Errorf("%s of another company's object vs of none (-none +other's):\n%s", rt.method, diff)
+						}
+					}
+				}
+			}
+			wantUnchanged(t, a.key, itemPath(res.path, theirs), before)
+			// B's list, walked a page of one at a time, holds B's objects and none of A's.
+			ids := idsOf(walkList(t, b.key, res.path, "", 1))
+			if slices.Contains(ids, theirs) || !slices.Contains(ids, mine) {
+				t.Errorf("B's list %v; want %d and not A's %d", ids, mine, theirs)
+			}
+			if res.count {
+				if n := countOf(t, b.key, res.path+"/count"); n != 1 {
+					t.Errorf("B's count = %d; want 1", n)
+				}
+			}
+		})
+	}
+}
+
+func TestBadPathIDsAre400(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, res := range itemResources {
+		id := fmt.Sprint(res.newObject(t, c))
+		for _, bad := range []string{"abc", "0", "-1", "01", "0" + id, "+1", "+" + id, "1.5", "1e3", "0x1",
+			"9223372036854775808", "18446744073709551617", "%20" + id, id + "%20", "１"} {
+			for _, rt := range res.itemRoutes(1) {
+				path := res.path + "/" + bad
+				t.Run(rt.method+" "+path, func(t *testing.T) {
+					t.Parallel()
+					wantProblem(t, call(t, rt.method, path, c.key, rt.body), http.StatusBadRequest, "invalid_id")
+				})
+			}
+		}
+	}
+}
+
+func TestCreateAnswers201WithLocationAndETagAndReadsBackEqual(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, res := range postResources {
+		t.Run(res.path, func(t *testing.T) {
+			t.Parallel()
+			before := time.Now().Add(-time.Second)
+			o, r := create(t, c.key, res.path, res.post)
+			path := itemPath(res.path, o.id())
+			if loc := r.header.Get("Location"); loc != path {
+				t.Errorf("Location = %q; want %s", loc, path)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q; want application/json", ct)
+			}
+			if etag := r.header.Get("ETag"); res.writable && !regexp.MustCompile(`^"[^"]+"$`).MatchString(etag) {
+				t.Errorf("ETag = %q; want a strong entity tag", etag)
+			}
+			created, err := time.Parse(time.RFC3339Nano, o["createdAt"].(string))
+			if err != nil || o["createdAt"] != o["updatedAt"] || created.Before(before) || created.After(time.Now().Add(time.Second)) {
+				t.Errorf("createdAt %v, updatedAt %v; want both about now and equal", o["createdAt"], o["updatedAt"])
+			}
+			g := mustGet(t, c.key, path)
+			if !bytes.Equal(g.body, r.body) || g.header.Get("ETag") != r.header.Get("ETag") ||
+				g.header.Get("Content-Type") != "application/json" {
+				t.Errorf("GET after POST:\n%s %s\nwant the POST answer\n%s %s", g.header.Get("ETag"), g.body, r.header.Get("ETag"), r.body)
+			}
+		})
+	}
+}
+
+// patchable is what the merge-patch tests need of a resource with PATCH.
+type patchable struct {
+	res                apiRes
+	full               func(t *testing.T, c testCompany) string // a body that sets every field
+	nullable, required []string
+	change             string // a format of a PATCH that changes one field: fmt.Sprintf(change, n)
+	good, bad, ref     string // members: a good one, a bad one, a reference to nothing
+	badField, refField string
+}
+
+var patchables = []patchable{{
+	res: writableResources[0],
+	full: func(t *testing.T, c testCompany) string {
+		return fmt.Sprintf(`{"name":"Ana","surname":"P","dni":"1Z","jobTitle":"CEO","email":"a@example.com",
+			"secondaryEmail":"b@example.com","phone":"1","mobilePhone":"2","urlAvatar":"https://x.com/a.png","address":"A 1",
+			"city":"Madrid","withSales":true,"countryId":724,"classification":3,"stageId":%d,"organizationId":%d,"assignedToId":%d}`,
+			sqlContactStage(t, c.id), sqlOrganization(t, c.id, "Acme"), c.userID)
+	},
+	nullable: []string{"surname", "dni", "jobTitle", "email", "secondaryEmail", "phone", "mobilePhone", "urlAvatar",
+		"address", "city", "countryId", "classification", "stageId", "organizationId", "assignedToId"},
+	required: []string{"name", "withSales"},
+	change:   `{"city":"City %d"}`,
+	good:     `"city":"Sevilla"`, bad: `"email":"x"`, badField: "email", ref: `"countryId":999`, refField: "countryId",
+}, {
+	res: writableResources[1],
+	full: func(t *testing.T, c testCompany) string {
+		return fmt.Sprintf(`{"title":"Full","value":10.50,"deadline":"2026-12-01T10:00:00.000Z","dateWon":"2026-11-01T10:00:00.000Z",
+			"reasonLost":"none","organizationId":%d,"private":true}`, sqlOrganization(t, c.id, "Acme"))
+	},
+	nullable: []string{"value", "deadline", "organizationId", "reasonLost", "dateWon"},
+	required: []string{"title", "statusId", "boardId", "stageId", "private", "currencyId", "userOwnerId", "position"},
+	change:   `{"title":"Title %d"}`,
+	good:     `"title":"Changed"`, bad: `"value":1.234`, badField: "value", ref: `"statusId":999`, refField: "statusId",
+}}
+
+func TestPatchIsAMergePatch(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, pr := range patchables {
+		t.Run(pr.res.path, func(t *testing.T) {
+			t.Parallel()
+			o, created := create(t, c.key, pr.res.path, pr.full(t, c))
+			path := itemPath(pr.res.path, o.id())
+			// patch PATCHes body, checks the answer is before with want's members set, and that GET agrees.
+			patch := func(t *testing.T, before response, body string, want obj) response {
+				t.Helper()
+				r := call(t, "PATCH", path, c.key, body)
+				wantStatus(t, r, http.StatusOK)
+				got, was := decode[obj](t, r.body), decode[obj](t, before.body)
+				for k, v := range want {
+					was[k] = v
+				}
+				was["updatedAt"] = got["updatedAt"]
+				if diff := cmp.Diff(was, got); diff != "" {
+					t.Errorf("PATCH %s (-want +got):\n%s", body, diff)
+				}
+				wantUnchanged(t, c.key, path, r)
+				return r
+			}
+			t.Run("a value sets its field and leaves the absent ones", func(t *testing.T) {
+				body := fmt.Sprintf(pr.change, 0)
+				created = patch(t, created, body, decode[obj](t, []byte(body)))
+			})
+			t.Run("a failed PATCH changes nothing, not even its good fields", func(t *testing.T) {
+				for _, f := range pr.required { // null on a required field
+					wantFields(t, call(t, "PATCH", path, c.key, `{"`+f+`":null}`), f)
+				}
+				for _, tt := range []struct{ member, field string }{{pr.bad, pr.badField}, {pr.ref, pr.refField},
+					{`"nickname":"A"`, "nickname"}, {`"createdAt":"2020-01-01T00:00:00.000Z"`, "createdAt"}, {pr.good, ""}} {
+					if r := call(t, "PATCH", path, c.key, "{"+pr.good+","+tt.member+"}"); tt.field != "" {
+						wantFields(t, r, tt.field)
+					} else { // the good field named twice
+						wantProblem(t, r, http.StatusBadRequest, "invalid_json")
+					}
+				}
+				wantUnchanged(t, c.key, path, created)
+			})
+			t.Run("{} changes nothing, not even updatedAt and the ETag", func(t *testing.T) {
+				time.Sleep(5 * time.Millisecond) // a write now would move updatedAt
+				for _, body := range []string{`{}`, " { } "} {
+					r := call(t, "PATCH", path, c.key, body)
+					if !bytes.Equal(r.body, created.body) || r.header.Get("ETag") != created.header.Get("ETag") {
+						t.Errorf("PATCH %q = %s %s; want the unchanged object %s", body, r.header.Get("ETag"), r.body, created.body)
+					}
+				}
+				wantUnchanged(t, c.key, path, created)
+			})
+			t.Run("each change moves updatedAt and the ETag, even quickly in a row, and not createdAt", func(t *testing.T) {
+				prev := created
+				for i := 1; i <= 3; i++ {
+					r := patch(t, prev, fmt.Sprintf(pr.change, i), decode[obj](t, []byte(fmt.Sprintf(pr.change, i))))
+					was, got := decode[obj](t, prev.body), decode[obj](t, r.body)
+					if got["createdAt"] != was["createdAt"] || got["updatedAt"].(string) <= was["updatedAt"].(string) {
+						t.Errorf("PATCH %d: createdAt %v, updatedAt %v; want createdAt %v and updatedAt after %v",
+							i, got["createdAt"], got["updatedAt"], was["createdAt"], was["updatedAt"])
+					}
+					if tag := r.header.Get("ETag"); tag == "" || tag == prev.header.Get("ETag") {
+						t.Errorf("PATCH %d: ETag %q; want a new one (was %q)", i, tag, prev.header.Get("ETag"))
+					}
+					prev = r
+				}
+				created = prev
+			})
+			t.Run("null clears each nullable field and leaves the others", func(t *testing.T) {
+				for _, f := range pr.nullable {
+					if decode[obj](t, created.body)[f] == nil {
+						t.Fatalf("%s is null before the PATCH", f)
+					}
+					created = patch(t, created, `{"`+f+`":null}`, obj{f: nil})
+				}
+			})
+		})
+	}
+}
+
+func TestIfMatchGuardsPatchAndDelete(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, pr := range patchables {
+		t.Run(pr.res.path, func(t *testing.T) {
+			t.Parallel()
+			o, created := create(t, c.key, pr.res.path, pr.res.post)
+			path := itemPath(pr.res.path, o.id())
+			stale := created.header.Get("ETag")
+			r := call(t, "PATCH", path, c.key, fmt.Sprintf(pr.change, 1))
+			wantStatus(t, r, http.StatusOK)
+			current := r.header.Get("ETag")
+			if current == stale {
+				t.Fatalf("ETag %s did not change with the PATCH", current)
+			}
+			for _, tt := range []struct{ name, method, ifMatch, body string }{
+				{"PATCH with the ETag from before another PATCH", "PATCH", stale, fmt.Sprintf(pr.change, 2)},
+				{"PATCH {} with a stale ETag", "PATCH", stale, `{}`},
+				{"PATCH with a weak ETag", "PATCH", "W/" + current, fmt.Sprintf(pr.change, 2)},
+				{"PATCH with an ETag that never was", "PATCH", `"999999"`, fmt.Sprintf(pr.change, 2)},
+				{"PATCH with a list of stale ETags", "PATCH", stale + `, "999999"`, fmt.Sprintf(pr.change, 2)},
+				{"DELETE with the ETag from before a PATCH", "DELETE", stale, ""},
+				{"DELETE with an ETag that never was", "DELETE", `"nope"`, ""},
+			} {
+				t.Run(tt.name+" is 412 and changes nothing", func(t *testing.T) {
+					wantProblem(t, call(t, tt.method, path, c.key, tt.body, "If-Match", tt.ifMatch), http.StatusPreconditionFailed, "precondition_failed")
+					wantUnchanged(t, c.key, path, r)
+				})
+			}
+			for i, ifMatch := range []string{"", stale + ", ", "*"} { // the current ETag, a list holding it, any
+				if ifMatch != "*" {
+					ifMatch += current
+				}
+				r = call(t, "PATCH", path, c.key, fmt.Sprintf(pr.change, 10+i), "If-Match", ifMatch)
+				if current = r.header.Get("ETag"); r.status != http.StatusOK {
+					t.Errorf("PATCH If-Match %s = %d; want 200 (body %s)", ifMatch, r.status, r.body)
+				}
+			}
+			for _, d := range []struct{ path, ifMatch string }{{path, current}, {itemPath(pr.res.path, pr.res.newObject(t, c)), "*"}} {
+				if r := call(t, "DELETE", d.path, c.key, "", "If-Match", d.ifMatch); r.status != http.StatusNoContent {
+					t.Errorf("DELETE If-Match %s = %d; want 204 (body %s)", d.ifMatch, r.status, r.body)
+				}
+			}
+		})
+	}
+}
+
+func TestDeleteIs204ThenGoneAndCountFollows(t *testing.T) {
+	t.Parallel()
+	for _, res := range writableResources {
+		t.Run(res.path, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCompany(t)
+			empty := countOf(t, c.key, res.path+"/count")
+			gone, keep := itemPath(res.path, res.newObject(t, c)), itemPath(res.path, res.newObject(t, c))
+			if n := countOf(t, c.key, res.path+"/count"); empty != 0 || n != 2 {
+				t.Errorf("count of a new company = %d, after 2 POSTs %d; want 0 and 2", empty, n)
+			}
+			if r := call(t, "DELETE", gone, c.key, ""); r.status != http.StatusNoContent || len(r.body) != 0 {
+				t.Fatalf("DELETE %s = %d %q; want 204 with no body", gone, r.status, r.body)
+			}
+			for _, rt := range []route{{"DELETE", gone, ""}, {"GET", gone, ""}, {"PATCH", gone, res.post}} {
+				wantProblem(t, call(t, rt.method, rt.path, c.key, rt.body), http.StatusNotFound, "not_found")
+			}
+			mustGet(t, c.key, keep)
+			r := mustGet(t, c.key, res.path+"/count")
+			if string(r.body) != "{\"count\":1}\n" || r.header.Get("Content-Type") != "application/json" {
+				t.Errorf("GET %s/count = %q (%s); want {\"count\":1} as application/json", res.path, r.body, r.header.Get("Content-Type"))
+			}
+		})
+	}
+}
+
+func TestReadOnlyAndUnknownFieldsAre422PerField(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	members := []struct{ member, field string }{
+		{`"id":"5"`, "id"}, {`"id":5`, "id"}, {`"userCreatorId":1`, "userCreatorId"},
+		{`"createdAt":"2026-01-01T00:00:00.000Z"`, "createdAt"}, {`"updatedAt":"2026-01-01T00:00:00.000Z"`, "updatedAt"},
+		{`"nickname":"Anita"`, "nickname"}, {`"ID":1`, "ID"},
+		{`"id":1,"nickname":null,"createdAt":"x"`, "id nickname createdAt"},
+	}
+	for _, res := range postResources {
+		guarded(t, c, res, 0, func(t *testing.T, target string) {
+			for _, m := range members {
+				wantFields(t, call(t, "POST", res.path, c.key, withMembers(res.post, m.member)), strings.Fields(m.field)...)
+				if res.writable {
+					wantFields(t, call(t, "PATCH", target, c.key, "{"+m.member+"}"), strings.Fields(m.field)...)
+				}
+			}
+		})
+	}
+}
+
+func TestMalformedBodiesAre400(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	bodies := []string{`{`, `[]`, `"x"`, `null`, `1`, "  \n", `{} {}`, `{"a":"b"}x`, `{"a":"b"} x`, `{"a":"b",}`,
+		`{"a" "b"}`, `{a:"b"}`, `{'a':'b'}`, `{"a":'b'}`, `{"a":"b`, `{"a":"b","a":"c"}`, `{"a":1,"b":2,"a":null}`,
+		`{"a":"b","\u0061":"c"}`, "{\"a\":\"b\xffc\"}", "{\"\xc3a\":\"b\"}", "{\"a\":\"b\xed\xa0\x80c\"}", "\xef\xbb\xbf{}"}
+	for _, res := range postResources {
+		guarded(t, c, res, 0, func(t *testing.T, target string) {
+			for _, body := range append(bodies, "") { // "": no body at all, but a JSON Content-Type
+				r := call(t, "POST", res.path, c.key, body, "Content-Type", "application/json")
+				wantProblem(t, r, http.StatusBadRequest, "invalid_json")
+				if res.writable {
+					wantProblem(t, call(t, "PATCH", target, c.key, body, "Content-Type", "application/json"), http.StatusBadRequest, "invalid_json")
+				}
+			}
+		})
+	}
+}
+
+func TestBodiesMustBeUncompressedJSON(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	refused := []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "application/json; charset=latin1",
+		"application/jsonx", "application/merge-patch+json", "application/json; foo=bar"}
+	accepted := []string{"application/json", "application/json; charset=utf-8", "application/json;charset=UTF-8", "Application/JSON"}
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	for _, res := range postResources {
+		guarded(t, c, res, len(accepted), func(t *testing.T, target string) {
+			wantProblem(t, call(t, "POST", res.path, c.key, ""), http.StatusUnsupportedMediaType, "unsupported_media_type")
+			rts := []route{{"POST", res.path, res.post}}
+			if res.writable {
+				rts = append(rts, route{"PATCH", target, `{}`})
+			}
+			for _, rt := range rts {
+				for _, ct := range refused {
+					wantProblem(t, call(t, rt.method, rt.path, c.key, rt.body, "Content-Type", ct), http.StatusUnsupportedMediaType, "unsupported_media_type")
+				}
+				zipped.Reset()
+				zw.Reset(&zipped)
+				io.WriteString(zw, rt.body)
+				zw.Close()
+				for _, enc := range []struct{ name, body string }{{"gzip", zipped.String()}, {"deflate", rt.body}, {"br", rt.body}} {
+					r := call(t, rt.method, rt.path, c.key, enc.body, "Content-Encoding", enc.name)
+					wantProblem(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
+					if got := r.header.Get("Accept-Encoding"); got != "identity" {
+						t.Errorf("Content-Encoding %s: Accept-Encoding = %q; want identity", enc.name, got)
+					}
+				}
+				for _, ct := range accepted {
+					if r := call(t, rt.method, rt.path, c.key, rt.body, "Content-Type", ct); r.status >= 300 {
+						t.Errorf("%s with Content-Type %q: %d; want it accepted (body %s)", rt.method, ct, r.status, r.body)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBodyOver1MiBIs413(t *testing.T) {
+	t.Parallel()
+	for _, res := range postResources {
+		t.Run(res.path, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCompany(t)
+			const maxBodyBytes = 1 << 20 // API.md section 8
+			// padded is the valid body of exactly n bytes: spaces before the closing brace.
+			padded := func(n int) string {
+				return strings.TrimSuffix(res.post, "}") + strings.Repeat(" ", n-len(res.post)) + "}"
+			}
+			guarded(t, c, res, 1, func(t *testing.T, target string) {
+				create(t, c.key, res.path, padded(maxBodyBytes))
+				for _, body := range []string{padded(maxBodyBytes + 1), withMembers(res.post, `"x":"`+strings.Repeat("a", 1<<20)+`"`)} {
+					wantProblem(t, call(t, "POST", res.path, c.key, body), http.StatusRequestEntityTooLarge, "body_too_large")
+					if res.writable {
+						wantProblem(t, call(t, "PATCH", target, c.key, body), http.StatusRequestEntityTooLarge, "body_too_large")
+					}
+				}
+				// A reader of unknown length makes the client send the body chunked, without Content-Length.
+				req, err := http.NewRequest("POST", testEnv.baseURL+res.path, io.MultiReader(strings.NewReader(padded(maxBodyBytes+1))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("x-api-key", c.key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if req.ContentLength > 0 {
+					t.Errorf("request ContentLength %d; want the body sent chunked", req.ContentLength)
+				}
+				wantProblem(t, response{resp.StatusCode, resp.Header, b}, http.StatusRequestEntityTooLarge, "body_too_large")
+			})
+		})
+	}
+}
+
+func TestUnknownAndRepeatedQueryParametersAre400(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	type bad struct{ query, param string }
+	for _, res := range apiResources {
+		guarded(t, c, res, 0, func(t *testing.T, target string) {
+			for _, rt := range res.routes(0) {
+				if strings.HasSuffix(rt.path, "/0") {
+					rt.path = target
+				}
+				cases := []bad{{"?foo=1", "foo"}, {"?foo", "foo"}, {"?expand[]=stage&foo=1", "foo"}}
+				switch {
+				case rt.path == res.path && rt.method == "GET":
+					cases = append(cases, bad{"?limit=5&foo=1", "foo"}, bad{"?limit=1&limit=2", "limit"})
+				case strings.HasSuffix(rt.path, "/count"):
+					cases = append(cases, bad{"?q=a&q=b", "q"}, bad{"?limit=5", "limit"}, bad{"?cursor=abc", "cursor"}, bad{"?sort=id", "sort"})
+				}
+				for _, tt := range cases {
+					p := wantProblem(t, call(t, rt.method, rt.path+tt.query, c.key, rt.body), http.StatusBadRequest, "invalid_parameter")
+					if !strings.Contains(p.Detail, tt.param) {
+						t.Errorf("%s %s%s: detail %q; want it to name %s", rt.method, rt.path, tt.query, p.Detail, tt.param)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestEveryPathAnswersAWrongMethodWith405AndAllow(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, res := range apiResources {
+		allowed := map[string][]string{}
+		for _, rt := range res.routes(1) {
+			allowed[rt.path] = append(allowed[rt.path], rt.method)
+		}
+		delete(allowed, res.path+"/count") // {id} patterns take "count" too: PATCH there is a bad id
+		for path, methods := range allowed {
+			want := slices.Sorted(slices.Values(append(methods, "HEAD")))
+			for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+				if slices.Contains(methods, m) {
+					continue
+				}
+				t.Run(m+" "+path, func(t *testing.T) {
+					r := call(t, m, path, c.key, "")
+					wantProblem(t, r, http.StatusMethodNotAllowed, "method_not_allowed")
+					got := strings.Split(r.header.Get("Allow"), ", ")
+					if slices.Sort(got); !slices.Equal(want, got) {
+						t.Errorf("Allow = %q; want %v", r.header.Get("Allow"), want)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
+	t.Parallel()
+	for _, res := range apiResources {
+		t.Run(res.path, func(t *testing.T) {
+			t.Parallel()
+			c := newTestCompany(t)
+			empty := `{"data":[],"pagination":{"limit":25,"hasMore":false,"nextCursor":null}}` + "\n"
+			if r := mustGet(t, c.key, res.path); res.count && string(r.body) != empty {
+				t.Errorf("GET %s of a new company = %s; want %s", res.path, r.body, empty)
+			}
+			var made []int64
+			for i := 0; res.item && i < 26; i++ {
+				made = append(made, res.newObject(t, c))
+			}
+			objs := walkList(t, c.key, res.path, "", 100)
+			all := idsOf(objs)
+			if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) || len(slices.DeleteFunc(slices.Clone(made),
+				func(id int64) bool { return slices.Contains(all, id) })) > 0 {
+				t.Fatalf("ids %v; want each once, in ascending order, %v among them", all, made)
+			}
+			if res.count {
+				if n := countOf(t, c.key, res.path+"/count"); n != int64(len(all)) {
+					t.Errorf("count = %d; want %d, as the list", n, len(all))
+				}
+			}
+			for _, limit := range []int{1, 7, 25, 100} {
+				if limit == 1 && len(all) > 100 {
+					continue
+				}
+				pages := 1
+				got := walkList(t, c.key, res.path, "", limit, func(int, []obj) { pages++ })
+				if diff := cmp.Diff(all, idsOf(got)); diff != "" {
+					t.Errorf("limit %d: ids over all pages (-want +got):\n%s", limit, diff)
+				}
+				if want := max(1, (len(all)+limit-1)/limit); pages != want {
+					t.Errorf("limit %d: %d pages; want %d", limit, pages, want)
+				}
+			}
+			if page, p := listPage(t, c.key, res.path); p.Limit != 25 || len(page) != min(25, len(all)) {
+				t.Errorf("GET %s: %d objects, pagination %+v; want %d and limit 25", res.path, len(page), p, min(25, len(all)))
+			}
+			for i := 0; res.item && i < 5; i++ { // list elements are the objects GET returns
+				if g := decode[obj](t, mustGet(t, c.key, itemPath(res.path, objs[i].id())).body); !cmp.Equal(g, objs[i]) {
+					t.Errorf("list element %v; want what GET answers, %v", objs[i], g)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,745 @@
+package main
+
+// The suite's world and the one set of helpers every test uses: a PostgreSQL (DATABASE_URL, or a
+// private server), the server started through run(), a company per test, requests through real HTTP,
+// and the checks made of their answers.
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// testEnv is the suite's shared world: one PostgreSQL database and one server started through run().
+// Tests share them safely because each test works inside a company of its own.
+var testEnv struct {
+	adminURL string // a database on the same server, to create fresh ones from
+	dbURL    string // the migrated database the server uses
+	st       *store
+	baseURL  string
+	log      *syncBuffer // the server's log
+}
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cleanup, err := setupTestDatabase(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "The tests need PostgreSQL: %v\n"+
+			"Install its server binaries (Debian/Ubuntu: sudo apt-get install postgresql) or set DATABASE_URL to a server where the user may create databases.\n", err)
+		return 1
+	}
+	defer cleanup()
+	if testEnv.st, err = openStore(dbConfig{url: testEnv.dbURL, maxConns: 8}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testEnv.st.Close()
+	// The shared server's limits are far above what the suite sends (thousands of requests on one
+	// key, dozens of 401s from one address); ratelimit_test.go tests the limits on servers of its own.
+	testEnv.log = &syncBuffer{}
+	env := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_RATE_LIMIT": "1000000", "ROLODEX_AUTH_FAILURE_LIMIT": "1000000"}
+	var done <-chan error
+	if testEnv.baseURL, done, err = runServer(ctx, env, testEnv.log); err != nil {
+		fmt.Fprintf(os.Stderr, "server did not start: %v\n%s", err, testEnv.log.String())
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintf(os.Stderr, "server: %v\n", err)
+		return 1
+	}
+	return code
+}
+
+// setupTestDatabase fills testEnv.adminURL and testEnv.dbURL: a fresh database on DATABASE_URL's
+// server when it is set, else a private server in a temporary folder. cleanup drops or stops it.
+func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		testEnv.adminURL = u
+		name := "rolodex_test_" + randomHex(6)
+		if err := adminExec(ctx, u, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+			return nil, err
+		}
+		testEnv.dbURL, err = withDatabase(u, name)
+		return func() { dropDatabase(u, name) }, err
+	}
+	dir, err := os.MkdirTemp("", "rolodex-test-pg-")
+	if err != nil {
+		return nil, err
+	}
+	pg, err := startLocalPG(ctx, dir, io.Discard, true)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	testEnv.adminURL, testEnv.dbURL = pg.URL("postgres"), pg.URL("rolodex")
+	if err := adminExec(ctx, testEnv.adminURL, "CREATE DATABASE rolodex"); err != nil {
+		pg.Stop()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return func() { pg.Stop(); os.RemoveAll(dir) }, nil
+}
+
+// adminExec runs one statement (CREATE or DROP DATABASE name) on the server at adminURL.
+func adminExec(ctx context.Context, adminURL, q string) error {
+	st, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = st.db.ExecContext(ctx, q)
+	return err
+}
+
+// dropDatabase drops the database name, if it is there, and whoever is connected to it.
+func dropDatabase(adminURL, name string) {
+	adminExec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
+}
+
+// withDatabase returns the URL u with its database name replaced.
+func withDatabase(u, name string) (string, error) {
+	pu, err := url.Parse(u)
+	if err != nil || pu.Scheme == "" {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL for the tests")
+	}
+	pu.Path = "/" + name
+	return pu.String(), nil
+}
+
+// freshDatabase creates an empty database for one test, dropped when the test ends, and returns its URL.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	name := "rolodex_fresh_" + randomHex(6)
+	if err := adminExec(context.Background(), testEnv.adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	t.Cleanup(func() { dropDatabase(testEnv.adminURL, name) })
+	u, err := withDatabase(testEnv.adminURL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// randomHex returns n random bytes in hex: names no other test or run uses.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// freeAddr returns a loopback address with a port free to listen on.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitHealthy polls /healthz until it answers 200, the server exits, or 30 seconds pass.
+func waitHealthy(base string, done <-chan error) error {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			return fmt.Errorf("run returned early: %v", err)
+		default:
+		}
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return errors.New("timed out waiting for /healthz")
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines to write while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+
+// runServer runs `rolodex serve` through run() with env, on a free port (env's ROLODEX_ADDR, set here),
+// logging to log, until ctx ends; it returns once /healthz answers. done receives what run returned.
+func runServer(ctx context.Context, env map[string]string, log io.Writer) (base string, done <-chan error, err error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	env["ROLODEX_ADDR"] = addr
+	ran := make(chan error, 1)
+	go func() {
+		ran <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return env[k] }, io.Discard, log)
+	}()
+	return "http://" + addr, ran, waitHealthy("http://"+addr, ran)
+}
+
+// startServer runs `rolodex serve` through run() on a free port with env (DATABASE_URL defaults to
+// the suite's database), logging to log, and returns its base URL; the server stops when the test ends.
+func startServer(t *testing.T, env map[string]string, log io.Writer) string {
+	t.Helper()
+	all := map[string]string{"DATABASE_URL": testEnv.dbURL}
+	maps.Copy(all, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done, err := runServer(ctx, all, log)
+	if err != nil {
+		cancel()
+		t.Fatalf("server did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return base
+}
+
+// testCompany is a company of the test's own, with its first user and an API key.
+type testCompany struct {
+	id, userID int64
+	key        string
+}
+
+// newTestCompany creates a fresh company through the same code as `rolodex company create`.
+func newTestCompany(t *testing.T) testCompany {
+	t.Helper()
+	nc, err := testEnv.st.createCompany(context.Background(), "Test "+t.Name())
+	if err != nil {
+		t.Fatalf("create company: %v", err)
+	}
+	return testCompany{id: nc.CompanyID, userID: nc.UserID, key: nc.APIKey}
+}
+
+// response is a finished HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call sends a request to the test server. key "" sends no x-api-key; body "" sends no body; a
+// body gets Content-Type: application/json unless hdr sets one. hdr is "Name", "value" pairs.
+func call(t *testing.T, method, path, key, body string, hdr ...string) response {
+	t.Helper()
+	return callAt(t, nil, testEnv.baseURL, method, path, key, body, hdr...)
+}
+
+// callAt is call against the server at base, through client (nil: http.DefaultClient).
+func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
+	t.Helper()
+	r, err := send(client, base, method, path, key, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// send is callAt without a test: goroutines, which may not call t.Fatal, use it. hdr is pairs of
+// header name and value; an empty value removes the header.
+func send(client *http.Client, base, method, path, key, body string, hdr ...string) (response, error) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		return response{}, err
+	}
+	if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i+1] == "" {
+			req.Header.Del(hdr[i])
+		} else {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
+var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+
+// gunzip returns the gzip stream b uncompressed.
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	var out []byte
+	if err == nil {
+		out, err = io.ReadAll(zr)
+	}
+	if err != nil {
+		t.Fatalf("gunzip: %v", err)
+	}
+	return out
+}
+
+// wantStatus stops the test unless r has the status want.
+func wantStatus(t *testing.T, r response, want int) {
+	t.Helper()
+	if r.status != want {
+		t.Fatalf("status %d; want %d (body %s)", r.status, want, r.body)
+	}
+}
+
+// decode decodes body strictly as one T: no unknown members (for a struct T), nothing after the
+// value, numbers in any interface value kept as json.Number (exact, also beyond 2^53).
+func decode[T any](t *testing.T, body []byte) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("decode %T from %s: %v", v, body, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("decode %T: more after the value in %s", v, body)
+	}
+	return v
+}
+
+// obj is a JSON object as the API wrote it, numbers as json.Number.
+type obj map[string]any
+
+// id returns the object's id, a JSON string of digits (contacts) or a number (the rest).
+func (o obj) id() int64 {
+	s, ok := o["id"].(string)
+	if n, isNum := o["id"].(json.Number); isNum {
+		s, ok = n.String(), true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if !ok || err != nil {
+		panic(fmt.Sprintf("object id %#v", o["id"]))
+	}
+	return n
+}
+
+// itemPath is the path of the object id in the collection at path: itemPath("/v1/contacts", 7).
+func itemPath(path string, id int64) string { return path + "/" + strconv.FormatInt(id, 10) }
+
+// create POSTs body to path as key, stops the test unless the answer is 201, and returns the new
+// object and the answer.
+func create(t *testing.T, key, path, body string) (obj, response) {
+	t.Helper()
+	r := call(t, "POST", path, key, body)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST %s %s = %d; want 201 (body %s)", path, body, r.status, r.body)
+	}
+	return decode[obj](t, r.body), r
+}
+
+// mustGet GETs path as key and stops the test unless the answer is 200.
+func mustGet(t *testing.T, key, path string) response {
+	t.Helper()
+	r := call(t, "GET", path, key, "")
+	if r.status != http.StatusOK {
+		t.Fatalf("GET %s = %d; want 200 (body %s)", path, r.status, r.body)
+	}
+	return r
+}
+
+// wantUnchanged fails the test unless GET path answers before's body and ETag again.
+func wantUnchanged(t *testing.T, key, path string, before response) {
+	t.Helper()
+	after := mustGet(t, key, path)
+	if !bytes.Equal(after.body, before.body) || after.header.Get("ETag") != before.header.Get("ETag") {
+		t.Errorf("%s changed:\nnow %s %s\nwas %s %s", path, after.header.Get("ETag"), after.body, before.header.Get("ETag"), before.body)
+	}
+}
+
+// countOf GETs a count path (/v1/contacts/count?...) and returns its count.
+func countOf(t *testing.T, key, path string) int64 {
+	t.Helper()
+	return decode[struct{ Count int64 }](t, mustGet(t, key, path).body).Count
+}
+
+// problemBody is the RFC 9457 error body.
+type problemBody struct {
+	Type      string       `json:"type"`
+	Title     string       `json:"title"`
+	Status    int          `json:"status"`
+	Detail    string       `json:"detail"`
+	Code      string       `json:"code"`
+	RequestID string       `json:"requestId"`
+	Errors    []fieldProbl `json:"errors"`
+}
+
+type fieldProbl struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// wantProblem fails the test unless r is a problem+json answer with this status and code.
+func wantProblem(t *testing.T, r response, status int, code string) problemBody {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); r.status != status || ct != "application/problem+json" {
+		t.Errorf("status %d, Content-Type %q; want %d, application/problem+json (body %s)", r.status, ct, status, r.body)
+	}
+	p := decode[problemBody](t, r.body)
+	if p.Status != status || p.Code != code || p.Title == "" || p.Detail == "" || p.Type == "" {
+		t.Errorf("problem = %+v; want status %d, code %q, a title, a detail and a type", p, status, code)
+	}
+	if p.RequestID == "" || p.RequestID != r.header.Get("X-Request-Id") {
+		t.Errorf("problem requestId %q; want the X-Request-Id header %q", p.RequestID, r.header.Get("X-Request-Id"))
+	}
+	return p
+}
+
+// wantFields fails the test unless r is a 422 validation_failed naming exactly fields, in that
+// order, each with a message.
+func wantFields(t *testing.T, r response, fields ...string) problemBody {
+	t.Helper()
+	p := wantProblem(t, r, http.StatusUnprocessableEntity, "validation_failed")
+	var got []string
+	for _, e := range p.Errors {
+		got = append(got, e.Field)
+		if e.Message == "" {
+			t.Errorf("error on %s has no message", e.Field)
+		}
+	}
+	if diff := cmp.Diff(fields, got); diff != "" {
+		t.Errorf("errors[].field (-want +got):\n%s\nbody %s", diff, r.body)
+	}
+	return p
+}
+
+// sqlID runs q (a SELECT of one id or count, or an INSERT ... RETURNING id) and returns the number.
+func sqlID(t *testing.T, q string, args ...any) int64 {
+	t.Helper()
+	ids := sqlIDs(t, q, args...)
+	if len(ids) != 1 {
+		t.Fatalf("%s: %d rows; want 1", q, len(ids))
+	}
+	return ids[0]
+}
+
+// sqlIDs runs q and returns the first column of every row: a list of ids.
+func sqlIDs(t *testing.T, q string, args ...any) []int64 {
+	t.Helper()
+	rows, err := testEnv.st.db.QueryContext(context.Background(), q, args...)
+	var ids []int64
+	for err == nil && rows.Next() {
+		ids = append(ids, 0)
+		err = rows.Scan(&ids[len(ids)-1])
+	}
+	if rows != nil {
+		rows.Close()
+		err = errors.Join(err, rows.Err())
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return ids
+}
+
+// ptrTo returns a pointer to a copy of v: ptrTo("x") for a *string field.
+func ptrTo[T any](v T) *T { return &v }
+
+// objectKeys returns the member names of the JSON object b, in order.
+func objectKeys(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%s: not a JSON object (%v)", b, err)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		var skip json.RawMessage
+		if err != nil || dec.Decode(&skip) != nil {
+			t.Fatalf("%s: not a JSON object", b)
+		}
+		keys = append(keys, tok.(string))
+	}
+	return keys
+}
+
+// Helpers for reading raw JSON answers, a server with flags, and a proxy in front of PostgreSQL.
+
+// wantBody fails the test now unless r has this status, and returns r's body.
+func wantBody(t *testing.T, what string, r response, status int) []byte {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s = %d; want %d (body %.500s)", what, r.status, status, r.body)
+	}
+	return r.body
+}
+
+// jsonObject decodes the JSON object b, keeping its members raw.
+func jsonObject(t *testing.T, b []byte) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("decode object %.300s: %v", b, err)
+	}
+	return m
+}
+
+// jsonKeys returns the member names of the JSON object b in order, repeats included.
+func jsonKeys(t *testing.T, b []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("%.300s is not a JSON object", b)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%.300s: %v", b, err)
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatalf("%.300s: %v", b, err)
+		}
+	}
+	return keys
+}
+
+// objectID returns the id of a JSON object as it goes in a path: contact ids are strings, others numbers.
+func objectID(t *testing.T, obj []byte) string {
+	t.Helper()
+	raw := jsonObject(t, obj)["id"]
+	id := strings.Trim(string(raw), `"`)
+	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+		t.Fatalf("id %s of %.200s is not an id", raw, obj)
+	}
+	return id
+}
+
+// postID creates an object with POST path as key, failing unless 201, and returns its id.
+func postID(t *testing.T, key, path, body string) string {
+	t.Helper()
+	return objectID(t, wantBody(t, "POST "+path, call(t, "POST", path, key, body), http.StatusCreated))
+}
+
+// pageBody is a list answer with its objects raw.
+type pageBody struct {
+	Data       []json.RawMessage `json:"data"`
+	Pagination struct {
+		Limit      int     `json:"limit"`
+		HasMore    bool    `json:"hasMore"`
+		NextCursor *string `json:"nextCursor"`
+	} `json:"pagination"`
+}
+
+// getPage GETs a list from the test server as key, failing unless it is a 200 list answer.
+func getPage(t *testing.T, path, key string) pageBody {
+	t.Helper()
+	return decodePage(t, "GET "+path, call(t, "GET", path, key, ""))
+}
+
+// decodePage decodes r strictly as a 200 list answer.
+func decodePage(t *testing.T, what string, r response) pageBody {
+	t.Helper()
+	var p pageBody
+	dec := json.NewDecoder(bytes.NewReader(wantBody(t, what, r, http.StatusOK)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("%s: body %.300s: %v", what, r.body, err)
+	}
+	if diff := cmp.Diff([]string{"data", "pagination"}, jsonKeys(t, r.body)); diff != "" {
+		t.Errorf("%s: top-level keys (-want +got):\n%s", what, diff)
+	}
+	return p
+}
+
+// waitLogLine returns the first line of log that contains s, waiting up to 10 seconds for it.
+func waitLogLine(t *testing.T, log *syncBuffer, s string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, l := range strings.Split(log.String(), "\n") {
+			if strings.Contains(l, s) {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %s in:\n%s", s, log.String())
+		}
+	}
+}
+
+// serveWith is startServer with command-line flags after `rolodex serve`.
+func serveWith(t *testing.T, env map[string]string, log io.Writer, flags ...string) string {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
+	for k, v := range env {
+		all[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"rolodex", "serve"}, flags...), func(k string) string { return all[k] }, io.Discard, log)
+	}()
+	base := "http://" + addr
+	if err := waitHealthy(base, done); err != nil {
+		cancel()
+		t.Fatalf("server did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	})
+	return base
+}
+
+// dbProxy is a TCP proxy between a server under test and PostgreSQL. It counts the statements sent
+// through it (the frontend's Query and Execute messages), and point makes the database go away
+// without stopping it.
+type dbProxy struct {
+	target  atomic.Pointer[string]
+	queries atomic.Int64
+	mu      sync.Mutex
+	conns   map[net.Conn]bool // open, on both sides
+}
+
+// newDBProxy proxies to the server of the database URL dbURL, and returns dbURL through the proxy.
+func newDBProxy(t *testing.T, dbURL string) (*dbProxy, string) {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil || lerr != nil {
+		t.Fatal(err, lerr)
+	}
+	p, target := &dbProxy{conns: map[net.Conn]bool{}}, u.Host
+	p.target.Store(&target)
+	go func() {
+		for c, err := ln.Accept(); err == nil; c, err = ln.Accept() {
+			go p.forward(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); p.point(target) })
+	u.Host = ln.Addr().String()
+	return p, u.String()
+}
+
+// point sends new connections to target and closes the open ones. Or, with target "", the database
+// hangs: new connections are held unanswered and what open ones send is dropped.
+func (p *dbProxy) point(target string) {
+	p.target.Store(&target)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if target != "" {
+			c.Close()
+		}
+	}
+}
+
+// track adds c to the open connections until the returned func is called.
+func (p *dbProxy) track(c net.Conn) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns[c] = true
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.conns, c)
+		c.Close()
+	}
+}
+
+func (p *dbProxy) forward(c net.Conn) {
+	defer p.track(c)()
+	target := *p.target.Load()
+	if target == "" {
+		io.Copy(io.Discard, c) // until the client gives up
+		return
+	}
+	up, err := net.DialTimeout("tcp", target, 2*time.Second)
+	if err != nil {
+		return
+	}
+	defer p.track(up)()
+	go io.Copy(c, up)
+	// What the client sends, message by message: a startup message (an int32 length and a code) that
+	// may first be an encryption request, then messages of a type byte and an int32 length.
+	r := bufio.NewReader(c)
+	for startup := true; ; {
+		head := 5
+		if startup {
+			head = 4
+		}
+		msg := make([]byte, head)
+		if _, err := io.ReadFull(r, msg); err != nil {
+			return
+		}
+		msg = append(msg, make([]byte, int(binary.BigEndian.Uint32(msg[head-4:]))-4)...)
+		if _, err := io.ReadFull(r, msg[head:]); err != nil {
+			return
+		}
+		if startup {
+			code := binary.BigEndian.Uint32(msg[4:])
+			startup = code == 80877103 || code == 80877104 // SSL or GSS encryption request
+		} else if msg[0] == 'Q' || msg[0] == 'E' {
+			p.queries.Add(1)
+		}
+		if *p.target.Load() == "" {
+			continue
+		}
+		if _, err := up.Write(msg); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The shared test server's limits are far above what the suite sends; these tests start servers of
+// their own with the limits they test.
+
+func TestRateLimitHeadersAnd429PerKey(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	other, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "1"}, &syncBuffer{})
+	// A burst of 2 lets two requests through; the bucket then refills at one a second, so of twelve
+	// quick requests most are refused. Every answer to a key, whatever its status, reports the limit.
+	var refused []response
+	for i := range 12 {
+		path := []string{"/v1/contacts/count", "/v1/contacts/0", "/v1/nope"}[i%3]
+		r := callAt(t, nil, base, "GET", path, c.key, "")
+		if p, rl := r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"); p != `"per-key";q=2;w=2` ||
+			!strings.HasPrefix(rl, `"per-key";r=`) || !strings.Contains(rl, ";t=") {
+			t.Errorf("GET %s = %d: RateLimit-Policy %q, RateLimit %q; want \"per-key\";q=2;w=2 and \"per-key\";r=N;t=S", path, r.status, p, rl)
+		}
+		if r.status == http.StatusTooManyRequests {
+			refused = append(refused, r)
+		}
+	}
+	if len(refused) == 0 {
+		t.Fatal("twelve requests at a limit of 1/s: none refused")
+	}
+	r := refused[0]
+	wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+	if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || !strings.HasPrefix(r.header.Get("RateLimit"), `"per-key";r=0;t=`) {
+		t.Errorf("429 with Retry-After %q, RateLimit %q; want whole seconds, at least 1, and r=0", r.header.Get("Retry-After"), r.header.Get("RateLimit"))
+	}
+	if r := callAt(t, nil, base, "GET", "/v1/contacts/count", other, ""); r.status != http.StatusOK {
+		t.Errorf("another key of the same company: %d; want 200 (each key has its own bucket)", r.status)
+	}
+}
+
+func TestRateLimiterBucket(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l := newRateLimiter(10)
+	l.now = func() time.Time { return now }
+	k := limitKey{1, "rdx_a"}
+	for i := range 20 {
+		if ok, left, _, _ := l.take(k); !ok || left != 19-i {
+			t.Fatalf("request %d of the burst: ok %v, left %d; want ok, %d left", i+1, ok, left, 19-i)
+		}
+	}
+	ok, left, full, wait := l.take(k)
+	if ok || left != 0 || wait != 100*time.Millisecond || full != 2*time.Second {
+		t.Errorf("after the burst: ok %v left %d full %v wait %v; want refused, 0, 2s, 100ms", ok, left, full, wait)
+	}
+	if ok, _, _, _ := l.take(limitKey{1, "rdx_b"}); !ok {
+		t.Error("another key was refused")
+	}
+	now = now.Add(100 * time.Millisecond)
+	if ok, _, _, _ := l.take(k); !ok {
+		t.Error("after 100ms (one token at 10/s): refused")
+	}
+	now = now.Add(time.Minute)
+	l.take(limitKey{2, "rdx_c"})
+	if len(l.buckets) != 1 {
+		t.Errorf("after a minute idle: %d buckets; want the idle ones dropped, 1 left", len(l.buckets))
+	}
+	if newRateLimiter(0) != nil || newRateLimiter(defaultRateLimit).policy != `"per-key";q=200;w=2` {
+		t.Error("rate 0 made a limiter, or the default is not 100/s in bursts of 200; want none, and it")
+	}
+}
+
+func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	for i := range 3 {
+		r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
+		if r.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d; want 401", i+1, r.status)
+		}
+	}
+	for _, key := range []string{"rdx_one_more_guess", ""} {
+		r := callAt(t, nil, base, "GET", "/v1/contacts", key, "")
+		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+			t.Errorf("Retry-After %q; want 1 to 60 seconds", r.header.Get("Retry-After"))
+		}
+	}
+	if r := callAt(t, nil, base, "GET", "/healthz", "", ""); r.status != http.StatusOK {
+		t.Errorf("GET /healthz from the limited address = %d; want 200 (needs no key)", r.status)
+	}
+}
+
+func TestFailureLimiterWindow(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l := newFailureLimiter(3)
+	l.now = func() time.Time { return now }
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	for range 3 {
+		if l.blocked(a) != 0 {
+			t.Fatal("blocked before 3 failures")
+		}
+		l.fail(a)
+		now = now.Add(10 * time.Second)
+	}
+	if got := l.blocked(a); got != 30*time.Second {
+		t.Errorf("after 3 failures in 30s: blocked for %v; want 30s (until the first is a minute old)", got)
+	}
+	if l.blocked(b) != 0 {
+		t.Error("another address is blocked")
+	}
+	now = now.Add(30 * time.Second)
+	if got := l.blocked(a); got != 0 {
+		t.Errorf("a minute after the first failure: blocked for %v; want free", got)
+	}
+	now = now.Add(2 * time.Minute)
+	l.fail(b)
+	if len(l.recent) != 1 {
+		t.Errorf("%d addresses tracked; want the stale one dropped", len(l.recent))
+	}
+	if off := newFailureLimiter(0); off != nil || off.blocked(a) != 0 {
+		t.Error("a limit of 0 made a limiter, or blocks; want none (unlimited)")
+	}
+}
+
+func TestClientAddrIgnoresForwardedForAndWidensIPv6(t *testing.T) {
+	t.Parallel()
+	for remote, want := range map[string]string{
+		"192.0.2.7:5555":                   "192.0.2.7",
+		"[::ffff:192.0.2.7]:5555":          "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:5555":      "2001:db8:1:2::",
+		"[2001:db8:1:2:bbbb:cccc::9]:5555": "2001:db8:1:2::",
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
+		if got := clientAddr(r).String(); got != want {
+			t.Errorf("clientAddr(%s) = %s; want %s", remote, got, want)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+// Tests of the reference resources (API.md section 4): users, organizations, stages, boards,
+// statuses, currencies and countries.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// refKeys are the keys, in order, of each kind of reference object.
+var refKeys = map[string][]string{
+	"user":         {"id", "name", "surname", "email", "createdAt", "updatedAt"},
+	"organization": {"id", "name", "createdAt", "updatedAt"},
+	"stage":        {"id", "name", "boardId", "position", "createdAt", "updatedAt"},
+	"country":      {"id", "code", "name", "alpha3", "createdAt", "updatedAt"},
+	"board":        {"id", "name", "isDefault", "createdAt", "updatedAt"},
+	"status":       {"id", "code", "name", "createdAt", "updatedAt"},
+	"currency":     {"id", "code", "name", "minorUnit", "createdAt", "updatedAt"},
+}
+
+// walkPages returns every object of a list, walking its pages of 100.
+func walkPages(t *testing.T, path, key string) []json.RawMessage {
+	t.Helper()
+	var out []json.RawMessage
+	next := path + "?limit=100"
+	for range 100 {
+		page := getPage(t, next, key)
+		out = append(out, page.Data...)
+		if page.Pagination.NextCursor == nil {
+			if page.Pagination.HasMore {
+				t.Errorf("GET %s: hasMore without a nextCursor", next)
+			}
+			return out
+		}
+		next = path + "?limit=100&cursor=" + url.QueryEscape(*page.Pagination.NextCursor)
+	}
+	t.Fatalf("GET %s: more than 100 pages", path)
+	return nil
+}
+
+func TestReferenceListsHaveDataAndPagination(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	postID(t, c.key, "/v1/organizations", `{"name":"Acme"}`)
+	for _, tt := range []struct {
+		path, kind string
+		n, all     int    // objects on the first page of 25, and in all
+		sample     string // a member of every object, or one of them
+	}{
+		{"/v1/users", "user", 1, 1, `"name":"Admin","surname":null,"email":null`},
+		{"/v1/organizations", "organization", 1, 1, `"name":"Acme"`},
+		{"/v1/stages", "stage", 8, 8, `"boardId":`}, // 3 contact stages, 5 of the default board
+		{"/v1/boards", "board", 1, 1, `"name":"Sales pipeline","isDefault":true`},
+		{"/v1/statuses", "status", 3, 3, `"id":2,"code":"won"`},
+		{"/v1/currencies", "currency", 25, 0, `"id":978,"code":"EUR","name":"Euro","minorUnit":2`},
+		{"/v1/countries", "country", 25, 249, `"id":724,"code":"ES","name":"Spain","alpha3":"ESP"`},
+	} {
+		t.Run("GET "+tt.path, func(t *testing.T) {
+			r := call(t, "GET", tt.path, c.key, "")
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("GET %s: Content-Type %q; want application/json", tt.path, ct)
+			}
+			page, more := decodePage(t, "GET "+tt.path, r), tt.n < tt.all || tt.all == 0
+			if len(page.Data) != tt.n || page.Pagination.Limit != 25 || page.Pagination.HasMore != more ||
+				(page.Pagination.NextCursor != nil) != more {
+				t.Errorf("GET %s: %d objects, pagination %+v; want %d objects, limit 25, hasMore %v, a nextCursor only with more",
+					tt.path, len(page.Data), page.Pagination, tt.n, more)
+			}
+			// Walking every page lists each object once, in order of id.
+			all, last, sample := walkPages(t, tt.path, c.key), int64(0), false
+			for i, raw := range all {
+				if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, raw)); diff != "" {
+					t.Errorf("GET %s: object %d keys (-want +got):\n%s", tt.path, i, diff)
+				}
+				id, err := strconv.ParseInt(objectID(t, raw), 10, 64)
+				if err != nil || id <= last {
+					t.Errorf("GET %s: object %d has id %d after %d; want ids in ascending order", tt.path, i, id, last)
+				}
+				last, sample = id, sample || bytes.Contains(raw, []byte(tt.sample))
+			}
+			if len(all) != tt.all && (tt.all != 0 || len(all) < 150) || !sample {
+				t.Errorf("walking GET %s: %d objects, with %s: %v; want %d (ISO 4217: 150 or more), one with it", tt.path, len(all), tt.sample, sample, tt.all)
+			}
+			// A well-formed cursor past every id is an empty last page, or a 400 for a tampered cursor.
+			path := tt.path + "?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("id:9999999999"))
+			if r := call(t, "GET", path, c.key, ""); r.status == http.StatusBadRequest {
+				wantProblem(t, r, http.StatusBadRequest, "invalid_parameter")
+			} else if page := decodePage(t, "GET "+path, r); len(page.Data) != 0 || page.Pagination.HasMore {
+				t.Errorf("GET %s: %d objects, hasMore %v; want an empty last page", path, len(page.Data), page.Pagination.HasMore)
+			}
+		})
+	}
+}
+
+func TestReferenceRetrieveAndTenancy(t *testing.T) {
+	t.Parallel()
+	a, b := newRefWorld(t), newRefWorld(t)
+	for _, tt := range []struct {
+		path string
+		aID  int64 // an object of A's
+		kind string
+	}{
+		{"/v1/users", a.user2, "user"},
+		{"/v1/organizations", a.orgs[1], "organization"},
+		{"/v1/stages", a.cstages[0], "stage"},
+		{"/v1/stages", a.bstages[0], "stage"},
+		{"/v1/boards", a.board, "board"},
+	} {
+		id := strconv.FormatInt(tt.aID, 10)
+		path := tt.path + "/" + id
+		t.Run("GET "+path, func(t *testing.T) {
+			got := fetchRef(t, path, a.key)
+			if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, got)); diff != "" || objectID(t, got) != id {
+				t.Errorf("GET %s = %s; want object %s. Keys (-want +got):\n%s", path, got, id, diff)
+			}
+			// The same bytes as the object in A's list.
+			i := slices.IndexFunc(walkPages(t, tt.path, a.key), func(raw json.RawMessage) bool { return bytes.Equal(raw, got) })
+			if i < 0 {
+				t.Errorf("GET %s of A does not list %s as GET %s answers it", tt.path, got, path)
+			}
+
+			// B sees neither the object nor it in its list, exactly as for an id that does not exist.
+			other := wantProblem(t, call(t, "GET", path, b.key, ""), http.StatusNotFound, "not_found")
+			missing := wantProblem(t, call(t, "GET", tt.path+"/999999999999", a.key, ""), http.StatusNotFound, "not_found")
+			other.RequestID, missing.RequestID = "", ""
+			if diff := cmp.Diff(missing, other); diff != "" {
+				t.Errorf("GET %s as B differs from an unknown id (-unknown +other company):\n%s", path, diff)
+			}
+			for _, raw := range walkPages(t, tt.path, b.key) {
+				if objectID(t, raw) == id {
+					t.Errorf("B's GET %s lists A's %s", tt.path, id)
+				}
+			}
+			for _, bad := range []string{"abc", "0", "-1", "99999999999999999999"} {
+				wantProblem(t, call(t, "GET", tt.path+"/"+bad, a.key, ""), http.StatusBadRequest, "invalid_id")
+			}
+		})
+	}
+}
+
+func TestReferenceCreateOrganization(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	r := call(t, "POST", "/v1/organizations", c.key, `{"name":"Acme"}`)
+	org := jsonObject(t, wantBody(t, "POST /v1/organizations", r, http.StatusCreated))
+	if diff := cmp.Diff(refKeys["organization"], jsonKeys(t, r.body)); diff != "" {
+		t.Errorf("POST /v1/organizations keys (-want +got):\n%s", diff)
+	}
+	if string(org["name"]) != `"Acme"` {
+		t.Errorf("name = %s; want Acme", org["name"])
+	}
+	loc := r.header.Get("Location")
+	if want := "/v1/organizations/" + string(org["id"]); loc != want {
+		t.Errorf("Location = %q; want %q", loc, want)
+	}
+	if got := wantBody(t, "GET "+loc, call(t, "GET", loc, c.key, ""), http.StatusOK); !bytes.Equal(got, r.body) {
+		t.Errorf("GET %s = %s; want the POST answer %s", loc, got, r.body)
+	}
+	postID(t, c.key, "/v1/organizations", `{"name":"`+strings.Repeat("é", 255)+`"}`) // 255 characters, not bytes
+
+	before := dumpCompany(t, c.id)
+	for _, tt := range []struct{ name, body, field string }{
+		{"missing name", `{}`, "name"},
+		{"empty name", `{"name":""}`, "name"},
+		{"blank name", `{"name":"   "}`, "name"},
+		{"null name", `{"name":null}`, "name"},
+		{"256 characters", `{"name":"` + strings.Repeat("x", 256) + `"}`, "name"},
+		{"a number", `{"name":5}`, "name"},
+		{"an unknown field", `{"name":"x","website":"x.com"}`, "website"},
+		{"a read-only field", `{"name":"x","id":5}`, "id"},
+	} {
+		p := wantProblem(t, call(t, "POST", "/v1/organizations", c.key, tt.body), http.StatusUnprocessableEntity, "validation_failed")
+		if !slices.ContainsFunc(p.Errors, func(e fieldProbl) bool { return e.Field == tt.field }) {
+			t.Errorf("POST a body with %s, %s: errors %+v; want one for %s", tt.name, tt.body, p.Errors, tt.field)
+		}
+	}
+	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded"} {
+		r := call(t, "POST", "/v1/organizations", c.key, `{"name":"x"}`, "Content-Type", ct)
+		wantProblem(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
+	}
+	wantProblem(t, call(t, "POST", "/v1/organizations", c.key, `{"name":`), http.StatusBadRequest, "invalid_json")
+	if diff := cmp.Diff(before, dumpCompany(t, c.id)); diff != "" {
+		t.Errorf("the refused requests changed rows (-before +after):\n%s", diff)
+	}
+}
+
+func TestReferenceStagesFilterByBoard(t *testing.T) {
+	t.Parallel()
+	w, other := newRefWorld(t), newRefWorld(t)
+	// stages returns "name boardId" of each stage GET /v1/stages?limit=100&query lists, sorted.
+	stages := func(query string) []string {
+		var out []string
+		for _, raw := range getPage(t, "/v1/stages?limit=100"+query, w.key).Data {
+			m := jsonObject(t, raw)
+			out = append(out, string(m["name"])+" "+string(m["boardId"]))
+		}
+		return slices.Sorted(slices.Values(out))
+	}
+	var contact, board []string
+	for _, name := range []string{"Lead", "Prospect", "Customer"} {
+		contact = append(contact, `"`+name+`" null`)
+	}
+	for _, name := range []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"} {
+		board = append(board, fmt.Sprintf(`"%s" %d`, name, w.board))
+	}
+	for query, want := range map[string][]string{
+		"": append(slices.Clone(contact), board...), fmt.Sprintf("&boardId=%d", w.board): board,
+		// Another company's board, and a board id beyond 32 bits that does not exist, filter to nothing.
+		fmt.Sprintf("&boardId=%d", other.board): nil, "&boardId=9999999999": nil,
+	} {
+		if diff := cmp.Diff(slices.Sorted(slices.Values(want)), stages(query)); diff != "" {
+			t.Errorf("GET /v1/stages?limit=100%s (-want +got):\n%s", query, diff)
+		}
+	}
+	for _, query := range []string{"abc", "0", "-1", "", "1.5", "1e3", fmt.Sprintf("%d&boardId=%d", w.board, w.board)} {
+		wantProblem(t, call(t, "GET", "/v1/stages?boardId="+query, w.key, ""), http.StatusBadRequest, "invalid_parameter")
+	}
+}
