@@ -6,12 +6,14 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Expansion (API.md section 5): expand[]=name embeds the related object an id field points at, in
 // the answer of any request. The objects of a whole answer (one object or a list page) are loaded
-// with one query per kind of object (collect the ids, one `id = ANY($2)`), so a page costs the same
-// number of queries whatever its length.
+// with one query per kind of object (collect the ids, one `id = ANY($2)`), all in one round trip, so
+// a page costs the same whatever its length.
 
 // relKind is a kind of related object, each loaded by one query.
 type relKind int
@@ -89,43 +91,51 @@ func loadRelated[T any, P object[T]](ctx context.Context, st *store, companyID i
 		}
 	}
 	var rel related
+	var reads []read
 	for k, kindIDs := range ids {
 		if len(kindIDs) == 0 {
 			continue
 		}
 		slices.Sort(kindIDs) // a page of contacts names the same few users again and again
-		var err error
-		if rel[k], err = st.relatedObjects(ctx, companyID, relKind(k), slices.Compact(kindIDs)); err != nil {
-			return rel, fmt.Errorf("load related objects: %w", err)
-		}
+		rel[k] = make(map[int64][]byte)
+		reads = append(reads, relatedRead(relKind(k), companyID, slices.Compact(kindIDs), rel[k]))
+	}
+	if len(reads) == 0 {
+		return rel, nil
+	}
+	if err := st.read(ctx, reads...); err != nil {
+		return rel, fmt.Errorf("load related objects: %w", err)
 	}
 	return rel, nil
 }
 
-// relatedObjects returns the company's objects of a kind with these ids, encoded, by id.
-func (s *store) relatedObjects(ctx context.Context, companyID int64, k relKind, ids []int64) (map[int64][]byte, error) {
+// relatedRead returns a read of the company's objects of kind k with these ids, which puts each,
+// encoded, into out by id.
+func relatedRead(k relKind, companyID int64, ids []int64, out map[int64][]byte) read {
 	switch k {
 	case relUser:
-		return objectsByID[user](ctx, s, users, companyID, ids)
+		return encodedRead[user](users, companyID, ids, out)
 	case relOrganization:
-		return objectsByID[organization](ctx, s, organizations, companyID, ids)
+		return encodedRead[organization](organizations, companyID, ids, out)
 	case relStage:
-		return objectsByID[stage](ctx, s, stages, companyID, ids)
+		return encodedRead[stage](stages, companyID, ids, out)
 	}
-	return objectsByID[country](ctx, s, countries, companyID, ids)
+	return encodedRead[country](countries, companyID, ids, out)
 }
 
-// objectsByID runs res's select for the ids and encodes each object, by id.
-func objectsByID[T any, P object[T]](ctx context.Context, st *store, res *resource, companyID int64, ids []int64) (map[int64][]byte, error) {
-	objs, err := queryAll[T, P](ctx, st.db, res.selectSQL+` AND id = ANY($2)`, companyID, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int64][]byte, len(objs))
-	for i := range objs {
-		out[P(&objs[i]).key()] = P(&objs[i]).appendJSON(nil)
-	}
-	return out, nil
+// encodedRead returns a read of res's objects with these ids, which puts each, encoded, into out by id.
+func encodedRead[T any, P object[T]](res *resource, companyID int64, ids []int64, out map[int64][]byte) read {
+	return read{res.selectSQL + ` AND id = ANY($2)`, []any{companyID, ids}, func(rows pgx.Rows) error {
+		var v T
+		dest := P(&v).scanDest()
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			out[P(&v).key()] = P(&v).appendJSON(nil)
+		}
+		return rows.Err()
+	}}
 }
 
 // appendExpanded appends v with its expansions: the encoded object with, before its closing brace,

@@ -65,7 +65,7 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			}
 		}
 		sqlText, args := lq.selectSQL(res.selectSQL, t.companyID)
-		objs, err := queryAll[T, P](r.Context(), st.db, sqlText, args...)
+		objs, err := queryAll[T, P](r.Context(), st, sqlText, args...)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -82,7 +82,7 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			writeError(w, r, log, err)
 			return
 		}
-		b := []byte(`{"data":[`)
+		b := append(make([]byte, 0, 512*len(objs)+256), `{"data":[`...) // room for a page of typical objects
 		for i := range objs {
 			if i > 0 {
 				b = append(b, ',')
@@ -159,7 +159,15 @@ func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, 
 
 // getObject returns the company's object id of res, or errNotFound.
 func getObject[T any, P object[T]](ctx context.Context, st *store, res *resource, companyID, id int64) (T, error) {
-	return queryOne[T, P](ctx, st.db, res.selectSQL+` AND id = $2`, companyID, id)
+	objs, err := queryAll[T, P](ctx, st, res.selectSQL+` AND id = $2`, companyID, id)
+	if err == nil && len(objs) == 0 {
+		err = errNotFound
+	}
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return objs[0], nil
 }
 
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.

@@ -205,8 +205,7 @@ func (o *organization) fields() []bodyField {
 func (s *store) createOrganization(ctx context.Context, t tenant, o organization) (organization, error) {
 	const q = `INSERT INTO organizations (company_id, name) VALUES ($1, $2)
 		RETURNING id, name, created_at, updated_at`
-	o, err := queryOne[organization](ctx, s.db, q, t.companyID, o.Name)
-	if err != nil {
+	if err := s.db.QueryRowContext(ctx, q, t.companyID, o.Name).Scan(o.scanDest()...); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
 	return o, nil

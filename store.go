@@ -85,32 +85,76 @@ type scanner[T any] interface {
 	scanDest() []any
 }
 
-// queryAll runs q and scans every row into a T.
-func queryAll[T any, P scanner[T]](ctx context.Context, db *sql.DB, q string, args ...any) ([]T, error) {
-	rows, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make([]T, 0)
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(P(&v).scanDest()...); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+// read is one SELECT of a batch: its statement, its arguments, and what takes its rows.
+type read struct {
+	sql  string
+	args []any
+	rows func(pgx.Rows) error
 }
 
-// queryOne runs q for one row: errNotFound when there is none.
-func queryOne[T any, P scanner[T]](ctx context.Context, db *sql.DB, q string, args ...any) (T, error) {
-	var v T
-	err := db.QueryRowContext(ctx, q, args...).Scan(P(&v).scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, errNotFound
+// read runs reads, the SELECTs of one answer, in one round trip, on pgx's own connection under the
+// pool (conn.Raw): pgx scans each column straight into its destination, where database/sql's Rows box
+// every value and convert it again, and several SELECTs go out together as one pgx.Batch. This is the
+// one place the server uses pgx's own API. It pays: `make bench` against the same tree reading through
+// database/sql (20,000 contacts, wrk -c32, 3 paired rounds) measured list100 1.41x, retrieve+5 1.41x,
+// list100+5 1.26x, retrieve 1.04x.
+func (s *store) read(ctx context.Context, reads ...read) error {
+	for try := 1; ; try++ {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		err = conn.Raw(func(dc any) error {
+			err := sendReads(ctx, dc.(*stdlib.Conn).Conn(), reads)
+			if pgconn.SafeToRetry(err) {
+				return driver.ErrBadConn // nothing was sent: database/sql drops the connection, and we try another
+			}
+			return err
+		})
+		conn.Close()
+		if !errors.Is(err, driver.ErrBadConn) || try == 3 {
+			return err
+		}
 	}
-	return v, err
+}
+
+// sendReads sends reads on c: one as a plain query, several as a batch.
+func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
+	if len(reads) == 1 {
+		rows, err := c.Query(ctx, reads[0].sql, reads[0].args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return reads[0].rows(rows)
+	}
+	var b pgx.Batch
+	for _, r := range reads {
+		b.Queue(r.sql, r.args...).Query(r.rows)
+	}
+	return c.SendBatch(ctx, &b).Close()
+}
+
+// rowsInto returns a read of q that scans its rows into new Ts appended to *out.
+func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
+	return read{q, args, func(rows pgx.Rows) error {
+		var v T
+		dest := P(&v).scanDest() // every row sets every column: v is scanned into again and copied out
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			*out = append(*out, v)
+		}
+		return rows.Err()
+	}}
+}
+
+// queryAll runs the SELECT q and returns its rows as Ts.
+func queryAll[T any, P scanner[T]](ctx context.Context, st *store, q string, args ...any) ([]T, error) {
+	out := make([]T, 0)
+	err := st.read(ctx, rowsInto[T, P](&out, q, args...))
+	return out, err
 }
 
 // updateRow runs q, an UPDATE of one object WHERE company_id = $1 AND id = $2 AND version = $3,
