@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,7 +204,7 @@ func storedContacts(t *testing.T, dbURL string, companyID int64) map[string]stri
 func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "rolodex")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
