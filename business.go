@@ -142,7 +142,8 @@ func (b *business) scanDest() []any {
 }
 
 var businesses = &resource{
-	path: "/v1/business",
+	path:  "/v1/business",
+	table: "business",
 	selectSQL: `SELECT id, title, value::text, deadline, private, position, date_won, reason_lost,
 		status_id, organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id,
 		created_at, updated_at, version

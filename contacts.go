@@ -148,7 +148,8 @@ func (c *contact) scanDest() []any {
 }
 
 var contacts = &resource{
-	path: "/v1/contacts",
+	path:  "/v1/contacts",
+	table: "contacts",
 	selectSQL: `SELECT id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
 		url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
 		assigned_to_id, user_creator_id, created_at, updated_at, version

@@ -17,6 +17,7 @@ import (
 // resource describes one API resource to the shared handlers.
 type resource struct {
 	path       string      // "/v1/contacts": the Location of what it creates, and the scope of its cursors
+	table      string      // its table, where a retrieve finds the ids of what it embeds
 	selectSQL  string      // "SELECT <columns> FROM t WHERE company_id = $1"; lists and retrieve add to it
 	countSQL   string      // "SELECT count(*) FROM t WHERE company_id = $1"
 	deleteSQL  string      // $1 company, $2 id, $3 the versions If-Match admits (NULL: any); answers (deleted, existed)
@@ -157,19 +158,6 @@ func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, 
 	return id, exps, members, aerr
 }
 
-// getObject returns the company's object id of res, or errNotFound.
-func getObject[T any, P object[T]](ctx context.Context, st *store, res *resource, companyID, id int64) (T, error) {
-	objs, err := queryAll[T, P](ctx, st, res.selectSQL+` AND id = $2`, companyID, id)
-	if err == nil && len(objs) == 0 {
-		err = errNotFound
-	}
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return objs[0], nil
-}
-
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
 func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -179,12 +167,12 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 			writeProblem(w, r, aerr)
 			return
 		}
-		v, err := getObject[T, P](r.Context(), st, res, t.companyID, id)
+		v, rel, err := getObject[T, P](r.Context(), st, res, t.companyID, id, exps)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		writeObject[T, P](w, r, st, log, http.StatusOK, v, exps)
+		writeLoaded(w, r, http.StatusOK, P(&v), exps, rel)
 	})
 }
 
@@ -231,7 +219,7 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 		}
 		versions := ifMatch(r)
 		for try := 1; ; try++ {
-			old, err := getObject[T, P](r.Context(), st, res, t.companyID, id)
+			old, _, err := getObject[T, P](r.Context(), st, res, t.companyID, id, nil)
 			if err == nil && !admits(versions, P(&old).version()) {
 				err = errPreconditionFailed
 			}
@@ -283,15 +271,20 @@ func handleDelete(st *store, res *resource, log *slog.Logger) http.Handler {
 	})
 }
 
-// writeObject answers one object with its expansions, and its ETag when it has a version.
+// writeObject answers one object with its expansions, which it loads, and its ETag.
 func writeObject[T any, P object[T]](w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, status int, v T, exps []expansion) {
 	rel, err := loadRelated[T, P](r.Context(), st, tenantOf(r).companyID, exps, []T{v})
 	if err != nil {
 		writeError(w, r, log, err)
 		return
 	}
-	if version := P(&v).version(); version != 0 {
+	writeLoaded(w, r, status, P(&v), exps, rel)
+}
+
+// writeLoaded answers v with its expansions from rel, and its ETag when it has a version.
+func writeLoaded[T any, P object[T]](w http.ResponseWriter, r *http.Request, status int, v P, exps []expansion, rel related) {
+	if version := v.version(); version != 0 {
 		w.Header().Set("ETag", etag(version))
 	}
-	writeJSON(w, r, status, append(appendExpanded(nil, P(&v), exps, rel), '\n'))
+	writeJSON(w, r, status, append(appendExpanded(nil, v, exps, rel), '\n'))
 }
