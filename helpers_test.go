@@ -197,7 +197,7 @@ func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return 
 
 // runServer runs `rolodex serve` through run() with env, on a free port (env's ROLODEX_ADDR, set here),
 // logging to log, until ctx ends; it returns once /healthz answers. done receives what run returned.
-func runServer(ctx context.Context, env map[string]string, log io.Writer) (base string, done <-chan error, err error) {
+func runServer(ctx context.Context, env map[string]string, log io.Writer, flags ...string) (base string, done <-chan error, err error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return "", nil, err
@@ -205,19 +205,20 @@ func runServer(ctx context.Context, env map[string]string, log io.Writer) (base 
 	env["ROLODEX_ADDR"] = addr
 	ran := make(chan error, 1)
 	go func() {
-		ran <- run(ctx, []string{"rolodex", "serve"}, func(k string) string { return env[k] }, io.Discard, log)
+		ran <- run(ctx, append([]string{"rolodex", "serve"}, flags...), func(k string) string { return env[k] }, io.Discard, log)
 	}()
 	return "http://" + addr, ran, waitHealthy("http://"+addr, ran)
 }
 
-// startServer runs `rolodex serve` through run() on a free port with env (DATABASE_URL defaults to
-// the suite's database), logging to log, and returns its base URL; the server stops when the test ends.
-func startServer(t *testing.T, env map[string]string, log io.Writer) string {
+// startServer runs `rolodex serve [flags]` through run() on a free port with env (DATABASE_URL
+// defaults to the suite's database), logging to log, and returns its base URL; the server stops when
+// the test ends.
+func startServer(t *testing.T, env map[string]string, log io.Writer, flags ...string) string {
 	t.Helper()
 	all := map[string]string{"DATABASE_URL": testEnv.dbURL}
 	maps.Copy(all, env)
 	ctx, cancel := context.WithCancel(context.Background())
-	base, done, err := runServer(ctx, all, log)
+	base, done, err := runServer(ctx, all, log, flags...)
 	if err != nil {
 		cancel()
 		t.Fatalf("server did not start: %v", err)
@@ -508,7 +509,7 @@ func objectKeys(t *testing.T, b []byte) []string {
 	return keys
 }
 
-// Helpers for reading raw JSON answers, a server with flags, and a proxy in front of PostgreSQL.
+// Helpers for reading raw JSON answers, and a proxy in front of PostgreSQL.
 
 // wantBody fails the test now unless r has this status, and returns r's body.
 func wantBody(t *testing.T, what string, r response, status int) []byte {
@@ -565,7 +566,8 @@ func objectID(t *testing.T, obj []byte) string {
 // postID creates an object with POST path as key, failing unless 201, and returns its id.
 func postID(t *testing.T, key, path, body string) string {
 	t.Helper()
-	return objectID(t, wantBody(t, "POST "+path, call(t, "POST", path, key, body), http.StatusCreated))
+	o, _ := create(t, key, path, body)
+	return strconv.FormatInt(o.id(), 10)
 }
 
 // pageBody is a list answer with its objects raw.
@@ -612,36 +614,6 @@ func waitLogLine(t *testing.T, log *syncBuffer, s string) string {
 			t.Fatalf("no log line with %s in:\n%s", s, log.String())
 		}
 	}
-}
-
-// serveWith is startServer with command-line flags after `rolodex serve`.
-func serveWith(t *testing.T, env map[string]string, log io.Writer, flags ...string) string {
-	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := map[string]string{"DATABASE_URL": testEnv.dbURL, "ROLODEX_ADDR": addr}
-	for k, v := range env {
-		all[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"rolodex", "serve"}, flags...), func(k string) string { return all[k] }, io.Discard, log)
-	}()
-	base := "http://" + addr
-	if err := waitHealthy(base, done); err != nil {
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
-	return base
 }
 
 // dbProxy is a TCP proxy between a server under test and PostgreSQL. It counts the statements sent

@@ -173,7 +173,7 @@ func TestHungDatabaseIs503AtTheDeadlineAndAClientGoneIsNo500(t *testing.T) {
 	t.Parallel()
 	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
 	log := &syncBuffer{}
-	base := serveWith(t, map[string]string{"DATABASE_URL": dbURL}, log, "-statement-timeout", "500ms")
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL}, log, "-statement-timeout", "500ms")
 	proxy.point("") // from now on the database accepts connections and never answers
 
 	// Unknown keys: resolving them needs the database.
