@@ -83,7 +83,9 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			writeError(w, r, log, err)
 			return
 		}
-		b := append(make([]byte, 0, 512*len(objs)+256), `{"data":[`...) // room for a page of typical objects
+		// Room for a page of typical objects and what they embed: growing the buffer instead was
+		// 16% of the CPU of a list page with 5 expansions (see appendTime for the measured gain).
+		b := append(make([]byte, 0, (512+160*len(exps))*len(objs)+256), `{"data":[`...)
 		for i := range objs {
 			if i > 0 {
 				b = append(b, ',')

@@ -99,9 +99,26 @@ func appendNullInt(dst []byte, n sql.NullInt64) []byte {
 }
 
 // appendTime appends t as a JSON string in UTC with exactly three fractional digits:
-// "2026-11-21T09:30:00.123Z".
+// "2026-11-21T09:30:00.123Z". Every stored time has a year of 1 to 9999 (input is checked).
+// Written out digit by digit: time.AppendFormat was 12% of the CPU of a list page with expansions,
+// and this with the list buffer's sizing (handlers.go) measured list100 1.13x, list100+5 1.17x
+// (make bench BASELINE=<the tree before>, 20,000 contacts, 3 paired rounds).
 func appendTime(dst []byte, t time.Time) []byte {
-	return t.UTC().AppendFormat(dst, `"2006-01-02T15:04:05.000Z07:00"`)
+	t = t.UTC()
+	y, mo, d := t.Date()
+	h, mi, s := t.Clock()
+	dst = append(dst, '"')
+	for _, f := range [...]struct {
+		n, pow int
+		sep    byte
+	}{{y, 1000, '-'}, {int(mo), 10, '-'}, {d, 10, 'T'},
+		{h, 10, ':'}, {mi, 10, ':'}, {s, 10, '.'}, {t.Nanosecond() / 1e6, 100, 'Z'}} {
+		for p := f.pow; p > 0; p /= 10 {
+			dst = append(dst, byte('0'+f.n/p%10))
+		}
+		dst = append(dst, f.sep)
+	}
+	return append(dst, '"')
 }
 
 // appendNullTime appends t like appendTime, or null when it is not valid.
