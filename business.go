@@ -183,7 +183,7 @@ var businessLists = &listSpec{
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company
 // may use: a status, a currency, its organization, user and board, and a stage of that board.
 // Another company's object is reported exactly like one that does not exist.
-func (s *store) checkBusinessRefs(ctx context.Context, companyID int64, b *business) error {
+func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *business) error {
 	const q = `SELECT
 		EXISTS (SELECT FROM statuses WHERE id = $2::bigint),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $3),
@@ -193,7 +193,7 @@ func (s *store) checkBusinessRefs(ctx context.Context, companyID int64, b *busin
 		NOT EXISTS (SELECT FROM boards WHERE company_id = $1 AND id = $6)
 			OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND board_id = $6 AND id = $7)`
 	var ok [6]bool
-	err := s.db.QueryRowContext(ctx, q, companyID, b.StatusID, b.OrganizationID, b.CurrencyID,
+	err := tx.QueryRowContext(ctx, q, companyID, b.StatusID, b.OrganizationID, b.CurrencyID,
 		b.UserOwnerID, b.BoardID, b.StageID).Scan(&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
 	if err != nil {
 		return fmt.Errorf("check business references: %w", err)
@@ -203,10 +203,10 @@ func (s *store) checkBusinessRefs(ctx context.Context, companyID int64, b *busin
 		[]string{"status", "organization", "currency", "user", "board", "stage of the business's board"})
 }
 
-// createBusiness stores a new business record b for the tenant. What b leaves unset takes the
+// createBusiness stores a new business record b for the tenant in tx. What b leaves unset takes the
 // defaults: the company's currency and default board, the board's first stage, the "open" status,
 // the key's user as owner, and the end of the stage as position.
-func (s *store) createBusiness(ctx context.Context, t tenant, b business) (business, error) {
+func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (business, error) {
 	if b.StatusID == 0 {
 		b.StatusID = statusOpen
 	}
@@ -221,21 +221,16 @@ func (s *store) createBusiness(ctx context.Context, t tenant, b business) (busin
 				ELSE $4 END
 			FROM companies c LEFT JOIN boards d ON d.company_id = c.id AND d.is_default
 			WHERE c.id = $1`
-		err := s.db.QueryRowContext(ctx, defaults, t.companyID, b.CurrencyID, b.BoardID, b.StageID).
+		err := tx.QueryRowContext(ctx, defaults, t.companyID, b.CurrencyID, b.BoardID, b.StageID).
 			Scan(&b.CurrencyID, &b.BoardID, &b.StageID)
 		if err != nil {
 			return b, fmt.Errorf("business defaults: %w", err)
 		}
 	}
-	if err := s.checkBusinessRefs(ctx, t.companyID, &b); err != nil {
+	if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
 		return b, err
 	}
 	b.UserCreatorID = t.userID
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return b, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
 	if !b.Position.Valid {
 		// Creates that default their position take turns per stage, so that each gets its own end of
 		// it. NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
@@ -251,20 +246,20 @@ func (s *store) createBusiness(ctx context.Context, t tenant, b business) (busin
 				FROM business WHERE company_id = $1 AND stage_id = $15)),
 			$8, $9, $10, $11, $12, $13, $14, $15)
 		RETURNING id, position, created_at, updated_at, version`
-	err = tx.QueryRowContext(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...)...).
+	err := tx.QueryRowContext(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...)...).
 		Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
 	if err != nil {
 		return b, fmt.Errorf("insert business: %w", mapWriteError(err))
 	}
-	return b, tx.Commit()
+	return b, nil
 }
 
-// updateBusiness writes b over old, like updateContact; stageId must stay a stage of boardId
+// updateBusiness writes b over old in tx, like updateContact; stageId must stay a stage of boardId
 // whichever of them changes.
-func (s *store) updateBusiness(ctx context.Context, companyID int64, old, b business) (business, error) {
+func updateBusiness(ctx context.Context, tx *sql.Tx, companyID int64, old, b business) (business, error) {
 	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
-		if err := s.checkBusinessRefs(ctx, companyID, &b); err != nil {
+		if err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil {
 			return b, err
 		}
 	}
@@ -275,7 +270,7 @@ func (s *store) updateBusiness(ctx context.Context, companyID int64, old, b busi
 		WHERE company_id = $1 AND id = $2 AND version = $3
 		RETURNING updated_at, version`
 	args := append([]any{companyID, old.ID, old.Version}, b.writableValues()...)
-	return b, s.updateRow(ctx, q, args, &b.UpdatedAt, &b.Version)
+	return b, updateRow(ctx, tx, q, args, &b.UpdatedAt, &b.Version)
 }
 
 // writableValues are the values of the columns a client sets, in the order of the statements above.

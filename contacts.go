@@ -189,14 +189,14 @@ var contactLists = &listSpec{
 // checkContactRefs returns fieldErrors naming each reference of c that is not an object the company
 // may use: a country, one of its contact stages, organizations or users. Another company's object is
 // reported exactly like one that does not exist.
-func (s *store) checkContactRefs(ctx context.Context, companyID int64, c *contact) error {
+func checkContactRefs(ctx context.Context, tx *sql.Tx, companyID int64, c *contact) error {
 	const q = `SELECT
 		$2::bigint IS NULL OR EXISTS (SELECT FROM countries WHERE id = $2),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND id = $3 AND board_id IS NULL),
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := s.db.QueryRowContext(ctx, q, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
+	err := tx.QueryRowContext(ctx, q, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
 		Scan(&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
 		return fmt.Errorf("check contact references: %w", err)
@@ -205,10 +205,10 @@ func (s *store) checkContactRefs(ctx context.Context, companyID int64, c *contac
 		[]string{"country", "contact stage", "organization", "user"})
 }
 
-// createContact stores a new contact c for the tenant (its user is the creator). References to
-// objects the company does not have are fieldErrors.
-func (s *store) createContact(ctx context.Context, t tenant, c contact) (contact, error) {
-	if err := s.checkContactRefs(ctx, t.companyID, &c); err != nil {
+// createContact stores a new contact c for the tenant in tx (its user is the creator). References
+// to objects the company does not have are fieldErrors.
+func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contact, error) {
+	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
 	}
 	const q = `INSERT INTO contacts (company_id, user_creator_id, name, surname, dni, job_title, email,
@@ -217,7 +217,7 @@ func (s *store) createContact(ctx context.Context, t tenant, c contact) (contact
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		RETURNING id, created_at, updated_at, version`
 	c.UserCreatorID = t.userID
-	err := s.db.QueryRowContext(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...)...).
+	err := tx.QueryRowContext(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...)...).
 		Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
@@ -225,14 +225,14 @@ func (s *store) createContact(ctx context.Context, t tenant, c contact) (contact
 	return c, nil
 }
 
-// updateContact writes c over old, the company's contact as it was read, moving updatedAt and the
+// updateContact writes c over old in tx, the company's contact as it was read, moving updatedAt and the
 // version. It returns errConflict when the contact has changed since old was read, errNotFound when
 // it is gone, and fieldErrors for references the patch changed to objects the company does not have
 // (the ones already stored were checked when they were written, and the foreign keys keep them so).
-func (s *store) updateContact(ctx context.Context, companyID int64, old, c contact) (contact, error) {
+func updateContact(ctx context.Context, tx *sql.Tx, companyID int64, old, c contact) (contact, error) {
 	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
 		c.AssignedToID != old.AssignedToID {
-		if err := s.checkContactRefs(ctx, companyID, &c); err != nil {
+		if err := checkContactRefs(ctx, tx, companyID, &c); err != nil {
 			return c, err
 		}
 	}
@@ -244,7 +244,7 @@ func (s *store) updateContact(ctx context.Context, companyID int64, old, c conta
 		WHERE company_id = $1 AND id = $2 AND version = $3
 		RETURNING updated_at, version`
 	args := append([]any{companyID, old.ID, old.Version}, c.writableValues()...)
-	return c, s.updateRow(ctx, q, args, &c.UpdatedAt, &c.Version)
+	return c, updateRow(ctx, tx, q, args, &c.UpdatedAt, &c.Version)
 }
 
 // writableValues are the values of the columns a client sets, in the order of the statements above.

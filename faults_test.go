@@ -6,6 +6,7 @@ package main
 // (`make faults`), and a steady mixed load for SOAK_TIME (`make soak`).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -83,6 +84,28 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 			}
 		})
 	}
+	// Two more create with an Idempotency-Key each; at the end every key is sent again.
+	type answered struct {
+		status int // -1: no answer
+		body   []byte
+	}
+	var keyedMu sync.Mutex
+	keyed := map[string]answered{}
+	for range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				k := "keyed " + strconv.FormatInt(seq.Add(1), 10)
+				r, err := send(nil, base, "POST", "/v1/contacts", nc.APIKey, `{"name":"`+k+`"}`, "Idempotency-Key", k)
+				if err != nil {
+					r.status = -1
+				}
+				keyedMu.Lock()
+				keyed[k] = answered{r.status, r.body}
+				keyedMu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
 	status := func(path string) int { r, _ := send(nil, base, "GET", path, "", ""); return r.status }
 	created := func() int {
 		lr.mu.Lock()
@@ -141,7 +164,34 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	if len(lr.errs) > 0 || strings.Contains(serverLog.String(), `"level":"ERROR"`) {
 		t.Errorf("%d requests got no proper answer (%q), or the server logged errors:\n%s", len(lr.errs), lr.errs, serverLog.String())
 	}
+	keyedStatus, replayed := map[int]int{}, 0
+	for k, first := range keyed {
+		keyedStatus[first.status]++
+		r, err := send(nil, base, "POST", "/v1/contacts", nc.APIKey, `{"name":"`+k+`"}`, "Idempotency-Key", k)
+		switch {
+		case err != nil || r.status != http.StatusCreated:
+			t.Errorf("POST with Idempotency-Key %q again = %d %s (%v); want 201", k, r.status, r.body, err)
+		case first.status == http.StatusCreated && !bytes.Equal(r.body, first.body):
+			t.Errorf("POST with Idempotency-Key %q again answered %s; first %s", k, r.body, first.body)
+		case r.header.Get("Idempotent-Replayed") == "true":
+			replayed++
+		}
+	}
+	for s, n := range keyedStatus {
+		if s != http.StatusCreated && s != http.StatusServiceUnavailable && s != -1 {
+			t.Errorf("%d keyed POST answers with status %d; want only 201 and 503 (-1: no answer)", n, s)
+		}
+	}
 	stored := storedContacts(t, pg.URL("postgres"), nc.CompanyID)
+	perKey := map[string]int{}
+	for _, name := range stored {
+		perKey[name]++
+	}
+	for k := range keyed {
+		if perKey[k] != 1 {
+			t.Errorf("%d contacts of Idempotency-Key %q; want 1", perKey[k], k)
+		}
+	}
 	lost := 0
 	for id, name := range lr.acked {
 		if stored[id] != name {
@@ -161,9 +211,10 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 		t.Errorf("no PATCH acknowledged after the database's return (last %d)", patchAcked.Load())
 	}
 	t.Logf("faults: answers %v; 201 before the stop %d; database away %v; recovered %v after its return; "+
-		"%d acknowledged, %d stored, %d lost; PATCH answers %v, the last acknowledged %d, stored %d",
+		"%d acknowledged, %d stored, %d lost; PATCH answers %v, the last acknowledged %d, stored %d; "+
+		"keyed POST answers %v, each key sent again: %d replayed, %d run anew, none twice",
 		lr.byStatus, beforeStop, up.Sub(down).Round(time.Millisecond), recovered.Round(time.Millisecond),
-		len(lr.acked), len(stored), lost, patchStatus, patchAcked.Load(), last)
+		len(lr.acked), len(stored), lost, patchStatus, patchAcked.Load(), last, keyedStatus, replayed, len(keyed)-replayed)
 }
 
 // errorLines counts the log lines of level ERROR (slog writes one line a Write) and drops the rest.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -78,7 +79,7 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			sortKey, null := last.sortKey(lq.sort.name)
 			next = lq.cursor(key, scope, last.key(), sortKey, null)
 		}
-		rel, err := loadRelated[T, P](r.Context(), st, t.companyID, exps, objs)
+		rel, err := loadRelated[T, P](r.Context(), st.read, t.companyID, exps, objs)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -150,14 +151,21 @@ func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiErro
 	return id, exps, aerr
 }
 
-// bodyRequest is objectRequest for a request with a body (POST, PATCH): the body's members too.
-func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, []expansion, []member, *apiError) {
+// bodyRequest is objectRequest for a write: the body's members too (POST, PATCH) and its
+// Idempotency-Key.
+func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, []expansion, []member, *idempotencyKey, *apiError) {
 	id, exps, aerr := objectRequest(r, res)
 	if aerr != nil {
-		return 0, nil, nil, aerr
+		return 0, nil, nil, nil, aerr
 	}
-	members, aerr := readObject(w, r)
-	return id, exps, members, aerr
+	var members []member
+	if r.Method != http.MethodDelete {
+		if members, aerr = readObject(w, r); aerr != nil {
+			return 0, nil, nil, nil, aerr
+		}
+	}
+	ik, aerr := readIdempotencyKey(r, members)
+	return id, exps, members, ik, aerr
 }
 
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
@@ -169,7 +177,7 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 			writeProblem(w, r, aerr)
 			return
 		}
-		v, rel, err := getObject[T, P](r.Context(), st, res, t.companyID, id, exps)
+		v, rel, err := getObject[T, P](r.Context(), st.read, res, t.companyID, id, exps)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -180,10 +188,10 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 
 // handleCreate answers POST /v1/{resource}: 201, the object, its ETag and Location. create stores
 // the object the body describes, for the tenant.
-func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, tenant, T) (T, error), log *slog.Logger) http.Handler {
+func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, *sql.Tx, tenant, T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, exps, members, aerr := bodyRequest(w, r, res)
+		_, exps, members, ik, aerr := bodyRequest(w, r, res)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
@@ -193,13 +201,18 @@ func handleCreate[T any, P writable[T]](st *store, res *resource, create func(co
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		v, err := create(r.Context(), t, v)
-		if err != nil {
-			writeError(w, r, log, err)
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
 			return
 		}
-		w.Header().Set("Location", res.path+"/"+strconv.FormatInt(P(&v).key(), 10))
-		writeObject[T, P](w, r, st, log, http.StatusCreated, v, exps)
+		defer tx.Rollback()
+		v, err := create(r.Context(), tx, t, v)
+		var a answer
+		if err == nil {
+			a, err = objectAnswer[T, P](r.Context(), tx, t, http.StatusCreated, v, exps)
+			a.location = res.path + "/" + strconv.FormatInt(P(&v).key(), 10)
+		}
+		finishWrite(w, r, st, log, tx, ik, a, err)
 	})
 }
 
@@ -211,22 +224,27 @@ const maxUpdateTries = 32
 // object, applies the body, and has update write it unless it changed meanwhile (errConflict): then,
 // without If-Match, it starts again from the object as it is now; with If-Match, the ETag no longer
 // matches, so it is 412. A patch that changes nothing writes nothing.
-func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
+func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, tx *sql.Tx, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, exps, members, aerr := bodyRequest(w, r, res)
+		id, exps, members, ik, aerr := bodyRequest(w, r, res)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
 		versions := ifMatch(r)
 		for try := 1; ; try++ {
-			old, _, err := getObject[T, P](r.Context(), st, res, t.companyID, id, nil)
+			old, _, err := getObject[T, P](r.Context(), readTx(tx), res, t.companyID, id, nil)
 			if err == nil && !admits(versions, P(&old).version()) {
 				err = errPreconditionFailed
 			}
 			if err != nil {
-				writeError(w, r, log, err)
+				finishWrite(w, r, st, log, tx, ik, answer{}, err)
 				return
 			}
 			v := old
@@ -234,22 +252,20 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 				writeError(w, r, log, fieldErrors(errs))
 				return
 			}
-			if bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)) {
-				writeObject[T, P](w, r, st, log, http.StatusOK, old, exps) // nothing changed: updatedAt and the ETag stay
-				return
+			if !bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)) { // else nothing changed: updatedAt and the ETag stay
+				v, err = update(r.Context(), tx, t.companyID, old, v)
 			}
-			v, err = update(r.Context(), t.companyID, old, v)
 			if errors.Is(err, errConflict) && versions != nil {
 				err = errPreconditionFailed
 			}
 			if errors.Is(err, errConflict) && try < maxUpdateTries {
-				continue
+				continue // the next read sees the object as the request that won left it
 			}
-			if err != nil {
-				writeError(w, r, log, err)
-				return
+			var a answer
+			if err == nil {
+				a, err = objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, exps)
 			}
-			writeObject[T, P](w, r, st, log, http.StatusOK, v, exps)
+			finishWrite(w, r, st, log, tx, ik, a, err)
 			return
 		}
 	})
@@ -260,27 +276,64 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 func handleDelete(st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, aerr := objectRequest(r, res)
+		id, _, _, ik, aerr := bodyRequest(w, r, res)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		if err := st.deleteObject(r.Context(), res.deleteSQL, t.companyID, id, ifMatch(r)); err != nil {
-			writeError(w, r, log, err)
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
+		defer tx.Rollback()
+		err := deleteObject(r.Context(), tx, res.deleteSQL, t.companyID, id, ifMatch(r))
+		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)
 	})
 }
 
-// writeObject answers one object with its expansions, which it loads, and its ETag.
-func writeObject[T any, P object[T]](w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, status int, v T, exps []expansion) {
-	rel, err := loadRelated[T, P](r.Context(), st, tenantOf(r).companyID, exps, []T{v})
+// beginWrite begins a write's transaction. When the request's Idempotency-Key has an answer kept,
+// is in use or was used for another request, it answers the request itself and returns nil.
+func beginWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, ik *idempotencyKey) *sql.Tx {
+	tx, kept, err := st.beginWrite(r.Context(), tenantOf(r).companyID, ik)
+	switch {
+	case err != nil:
+		writeError(w, r, log, err)
+	case kept != nil:
+		kept.write(w, r, true)
+	}
+	return tx
+}
+
+// finishWrite ends a write whose answer is a, or err. The 404 and 412 that the database found are
+// answers too; any other error is answered as it is and its transaction rolled back. An answer is
+// kept for the Idempotency-Key in the transaction, which commits before the answer is sent.
+func finishWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, tx *sql.Tx, ik *idempotencyKey, a answer, err error) {
+	if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
+		ae := clientError(err)
+		a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
+	}
+	if err == nil {
+		err = st.commitWrite(r.Context(), tx, tenantOf(r).companyID, ik, a)
+	}
 	if err != nil {
 		writeError(w, r, log, err)
 		return
 	}
-	writeLoaded(w, r, status, P(&v), exps, rel)
+	a.write(w, r, false)
+}
+
+// objectAnswer is the answer of a write that returns v: v with its expansions, read in the write's
+// transaction, and its ETag.
+func objectAnswer[T any, P object[T]](ctx context.Context, tx *sql.Tx, t tenant, status int, v T, exps []expansion) (answer, error) {
+	rel, err := loadRelated[T, P](ctx, readTx(tx), t.companyID, exps, []T{v})
+	if err != nil {
+		return answer{}, err
+	}
+	a := answer{status: status, body: append(appendExpanded(nil, P(&v), exps, rel), '\n')}
+	if version := P(&v).version(); version != 0 {
+		a.etag = etag(version)
+	}
+	return a, nil
 }
 
 // writeLoaded answers v with its expansions from rel, and its ETag when it has a version.

@@ -53,29 +53,45 @@ func badRequest(code, detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Detail: detail}
 }
 
-// writeError answers err. An *apiError is answered as itself and the store's errors with their
-// statuses; an unavailable database or a request past its deadline is 503; anything else is a 500 that
-// is logged with the request id and never shown to the client.
-func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+// clientError returns the answer to an error of the client's request: an *apiError itself, or one of
+// the store's errors with its status. Anything else is nil.
+func clientError(err error) *apiError {
 	var ae *apiError
 	var fe fieldErrors
 	switch {
 	case errors.As(err, &ae):
-		writeProblem(w, r, ae)
+		return ae
 	case errors.As(err, &fe):
-		writeProblem(w, r, &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
-			Detail: "The request body has invalid fields.", Errors: fe})
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
+			Detail: "The request body has invalid fields.", Errors: fe}
 	case errors.Is(err, errNotFound):
-		writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: "No such object."})
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: "No such object."}
 	case errors.Is(err, errPreconditionFailed):
-		writeProblem(w, r, &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
-			Detail: "The object has changed since the ETag given in If-Match; retrieve it again."})
+		return &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
+			Detail: "The object has changed since the ETag given in If-Match; retrieve it again."}
 	case errors.Is(err, errConflict):
-		writeProblem(w, r, &apiError{Status: http.StatusConflict, Code: "conflict",
-			Detail: "The object is being changed by other requests; retry."})
+		return &apiError{Status: http.StatusConflict, Code: "conflict",
+			Detail: "The object is being changed by other requests; retry."}
+	case errors.Is(err, errKeyInUse):
+		return &apiError{Status: http.StatusConflict, Code: "idempotency_key_in_use",
+			Detail: "A request with this Idempotency-Key is still running; retry later."}
+	case errors.Is(err, errKeyReused):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+			Detail: "This Idempotency-Key was used for another request (method, path or body)."}
 	case errors.Is(err, errOutOfRange):
-		writeProblem(w, r, &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
-			Detail: "A value in the body is out of the range the database can hold."})
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
+			Detail: "A value in the body is out of the range the database can hold."}
+	}
+	return nil
+}
+
+// writeError answers err: a client's error (clientError) as itself; an unavailable database or a
+// request past its deadline is 503; anything else is a 500 that is logged with the request id and
+// never shown to the client.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	switch ae := clientError(err); {
+	case ae != nil:
+		writeProblem(w, r, ae)
 	case r.Context().Err() != nil:
 		// The request's deadline passed (the database is slow or away), or the client went away and
 		// nobody is listening: neither is a bug, so no 500 and no error log.
@@ -100,6 +116,11 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 
 // writeProblem writes e as an RFC 9457 problem+json body. Every error answer goes through it.
 func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
+	writeProblemBody(w, e.Status, problemJSON(r, e))
+}
+
+// problemJSON is e as an RFC 9457 problem+json body.
+func problemJSON(r *http.Request, e *apiError) []byte {
 	b := append([]byte(`{"type":"about:blank","title":`), appendString(nil, http.StatusText(e.Status))...)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)
@@ -123,12 +144,16 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 		}
 		b = append(b, ']')
 	}
-	b = append(b, "}\n"...)
+	return append(b, "}\n"...)
+}
+
+// writeProblemBody sends a problem+json body with its status.
+func writeProblemBody(w http.ResponseWriter, status int, b []byte) {
 	h := w.Header()
 	h.Del("ETag")
 	h.Del("Location")
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(e.Status)
+	w.WriteHeader(status)
 	w.Write(b)
 }

@@ -201,11 +201,11 @@ func (o *organization) fields() []bodyField {
 	return []bodyField{{"name", requiredText(&o.Name, 255), true}}
 }
 
-// createOrganization stores a new organization o for the tenant's company.
-func (s *store) createOrganization(ctx context.Context, t tenant, o organization) (organization, error) {
+// createOrganization stores a new organization o for the tenant's company in tx.
+func createOrganization(ctx context.Context, tx *sql.Tx, t tenant, o organization) (organization, error) {
 	const q = `INSERT INTO organizations (company_id, name) VALUES ($1, $2)
 		RETURNING id, name, created_at, updated_at`
-	if err := s.db.QueryRowContext(ctx, q, t.companyID, o.Name).Scan(o.scanDest()...); err != nil {
+	if err := tx.QueryRowContext(ctx, q, t.companyID, o.Name).Scan(o.scanDest()...); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
 	return o, nil

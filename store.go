@@ -89,8 +89,18 @@ type scanner[T any] interface {
 type read struct {
 	sql  string
 	args []any
-	rows func(pgx.Rows) error
+	rows func(rows) error
 }
+
+// rows are the rows of a read, from pgx (store.read) or database/sql (readTx).
+type rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// reader runs reads: store.read on the pool, or readTx inside a write's transaction.
+type reader func(ctx context.Context, reads ...read) error
 
 // read runs reads, the SELECTs of one answer, in one round trip, on pgx's own connection under the
 // pool (conn.Raw): pgx scans each column straight into its destination, where database/sql's Rows box
@@ -130,14 +140,33 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 	}
 	var b pgx.Batch
 	for _, r := range reads {
-		b.Queue(r.sql, r.args...).Query(r.rows)
+		b.Queue(r.sql, r.args...).Query(func(rows pgx.Rows) error { return r.rows(rows) })
 	}
 	return c.SendBatch(ctx, &b).Close()
 }
 
+// readTx returns the reader of a write's transaction: its reads run one after another on tx, so
+// they see the write and hold no second connection.
+func readTx(tx *sql.Tx) reader {
+	return func(ctx context.Context, reads ...read) error {
+		for _, r := range reads {
+			rs, err := tx.QueryContext(ctx, r.sql, r.args...)
+			if err != nil {
+				return err
+			}
+			err = r.rows(rs)
+			rs.Close()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // rowsInto returns a read of q that scans its rows into new Ts appended to *out.
 func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
-	return read{q, args, func(rows pgx.Rows) error {
+	return read{q, args, func(rows rows) error {
 		var v T
 		dest := P(&v).scanDest() // every row sets every column: v is scanned into again and copied out
 		for rows.Next() {
@@ -157,11 +186,11 @@ func queryAll[T any, P scanner[T]](ctx context.Context, st *store, q string, arg
 	return out, err
 }
 
-// updateRow runs q, an UPDATE of one object WHERE company_id = $1 AND id = $2 AND version = $3,
+// updateRow runs q in tx, an UPDATE of one object WHERE company_id = $1 AND id = $2 AND version = $3,
 // scanning what it returns into dest. No row means the object has changed since its version was
 // read, or is gone: errConflict (a retry finds which).
-func (s *store) updateRow(ctx context.Context, q string, args []any, dest ...any) error {
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(dest...)
+func updateRow(ctx context.Context, tx *sql.Tx, q string, args []any, dest ...any) error {
+	err := tx.QueryRowContext(ctx, q, args...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return errConflict
 	}
@@ -171,12 +200,12 @@ func (s *store) updateRow(ctx context.Context, q string, args []any, dest ...any
 	return nil
 }
 
-// deleteObject runs a resource's deleteSQL for the company's object id, with the versions an
+// deleteObject runs a resource's deleteSQL in tx for the company's object id, with the versions an
 // If-Match admits (nil: any). It returns errNotFound, or errPreconditionFailed when the object has
 // another version.
-func (s *store) deleteObject(ctx context.Context, q string, companyID, id int64, versions []int64) error {
+func deleteObject(ctx context.Context, tx *sql.Tx, q string, companyID, id int64, versions []int64) error {
 	var deleted, existed bool
-	if err := s.db.QueryRowContext(ctx, q, companyID, id, versions).Scan(&deleted, &existed); err != nil {
+	if err := tx.QueryRowContext(ctx, q, companyID, id, versions).Scan(&deleted, &existed); err != nil {
 		return fmt.Errorf("delete %d: %w", id, err)
 	}
 	switch {

@@ -37,11 +37,21 @@ function etagOf(response: Response, what: string): string {
 const orgs = must(await api.GET("/v1/organizations", { params: { query: { limit: 1 } } }), "list organizations");
 const orgId = orgs.data[0]?.id ?? null;
 
-const created = await api.POST("/v1/contacts", {
-  params: { query: { "expand[]": ["organization"] } },
-  body: { name: "Grace", surname: "Hopper", email: "grace@example.com", organizationId: orgId, withSales: true },
-});
+// With an Idempotency-Key, a create sent twice (a retry after a timeout, say) makes one contact.
+const idempotencyKey = `walk-${Date.now()}-${Math.random()}`;
+const newContact = () =>
+  api.POST("/v1/contacts", {
+    params: { query: { "expand[]": ["organization"] }, header: { "Idempotency-Key": idempotencyKey } },
+    body: { name: "Grace", surname: "Hopper", email: "grace@example.com", organizationId: orgId, withSales: true },
+  });
+const created = await newContact();
 const contact = must(created, "create a contact");
+const retried = await newContact();
+check(
+  retried.response.status === 201 && retried.response.headers.get("Idempotent-Replayed") === "true" &&
+    retried.data?.id === contact.id,
+  "a create retried with its Idempotency-Key answers the same contact, replayed",
+);
 const id: string = contact.id; // a string of digits, the document says
 check(created.response.status === 201 && /^[1-9][0-9]*$/.test(id), "a new contact's id is a string of digits");
 check(created.response.headers.get("Location") === `/v1/contacts/${id}`, "Location names the new contact");
