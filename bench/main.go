@@ -33,22 +33,29 @@ import (
 )
 
 // scenario is one wrk load. bench/wrk.lua puts a random contact id of the company in place of {id}
-// and a random number in place of {rand}.
-type scenario struct{ name, method, path, body string }
+// and a random number in place of {rand}; a keyed scenario sends a new Idempotency-Key each request.
+type scenario struct {
+	name, method, path, body string
+	keyed                    bool
+}
 
 const expand5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
 
+const createBody = `{"name":"Load","surname":"Test {rand}","email":"load{rand}@example.com","countryId":724}`
+
 var scenarios = []scenario{
-	{"retrieve", "GET", "/v1/contacts/{id}", ""},
-	{"retrieve+5", "GET", "/v1/contacts/{id}?" + expand5, ""},
-	{"list100", "GET", "/v1/contacts?limit=100", ""},
-	{"list100+5", "GET", "/v1/contacts?limit=100&" + expand5, ""},
-	{"create", "POST", "/v1/contacts", `{"name":"Load","surname":"Test {rand}","email":"load{rand}@example.com","countryId":724}`},
-	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`},
+	{"retrieve", "GET", "/v1/contacts/{id}", "", false},
+	{"retrieve+5", "GET", "/v1/contacts/{id}?" + expand5, "", false},
+	{"list100", "GET", "/v1/contacts?limit=100", "", false},
+	{"list100+5", "GET", "/v1/contacts?limit=100&" + expand5, "", false},
+	{"create", "POST", "/v1/contacts", createBody, false},
+	{"create+key", "POST", "/v1/contacts", createBody, true},
+	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, false},
+	{"patch+key", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, true},
 }
 
 // healthz is the HTTP stack's ceiling: the baseline when there is no baseline binary.
-var healthz = scenario{"/healthz", "GET", "/healthz", ""}
+var healthz = scenario{"/healthz", "GET", "/healthz", "", false}
 
 // config is the benchmark's knobs, from the environment (the Makefile passes them through).
 type config struct {
@@ -542,7 +549,7 @@ var (
 
 // runWrk runs s for seconds with wrk (2 threads, 32 connections, bench/wrk.lua) and reads its report.
 func runWrk(ctx context.Context, script, base string, c company, s scenario, seconds int) (result, error) {
-	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body,
+	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body, fmt.Sprint("BENCH_KEYED=", s.keyed),
 		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi)},
 		"wrk", "-t2", "-c32", fmt.Sprint("-d", seconds, "s"), "--timeout", "5s", "--latency", "-s", script, base)
 	if err != nil {

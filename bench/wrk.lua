@@ -3,6 +3,7 @@
 --   BENCH_PATH    request path; "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
 --   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number
 --   BENCH_KEY     the x-api-key
+--   BENCH_KEYED   "true": each request carries an Idempotency-Key of its own
 -- bench/main.go reads wrk's own report (--latency): Requests/sec, the 99% line and the errors.
 
 local method = os.getenv("BENCH_METHOD") or "GET"
@@ -12,6 +13,8 @@ local lo = tonumber(os.getenv("BENCH_ID_LO") or "1")
 local hi = tonumber(os.getenv("BENCH_ID_HI") or "1")
 local randomPath = path:find("{id}", 1, true) ~= nil
 local randomBody = body ~= nil and body:find("{rand}", 1, true) ~= nil
+local keyed = os.getenv("BENCH_KEYED") == "true"
+local sent = 0
 
 wrk.method = method
 wrk.headers["x-api-key"] = os.getenv("BENCH_KEY") or ""
@@ -34,7 +37,7 @@ end
 
 function init(args)
   math.randomseed(os.time() * 1000 + (tid or 0) * 7919)
-  if randomPath and not randomBody then
+  if randomPath and not randomBody and not keyed then
     local marker = "\0ID\0"
     local whole = wrk.format(nil, (path:gsub("{id}", marker)))
     local at = whole:find(marker, 1, true)
@@ -53,6 +56,10 @@ function request()
   local b = nil
   if randomBody then
     b = body:gsub("{rand}", tostring(math.random(1, 1000000000)))
+  end
+  if keyed then
+    sent = sent + 1
+    wrk.headers["Idempotency-Key"] = string.format("bench-%d-%d-%d", os.time(), tid or 0, sent)
   end
   return wrk.format(nil, p, nil, b)
 end
