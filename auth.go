@@ -171,8 +171,8 @@ var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthor
 	Detail: "A valid API key is required in the x-api-key header."}
 
 // withAuth maps the x-api-key header to a tenant for every keyed path. Missing, unknown and revoked
-// keys all get the same 401, and count as failures of the client's address: an address over the
-// failure limit gets 429 before its key is even looked up.
+// keys, and more than one x-api-key header, all get the same 401, and count as failures of the
+// client's address: an address over the failure limit gets 429 before its key is even looked up.
 func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !needsKey(r.URL.Path) {
@@ -185,6 +185,9 @@ func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next ht
 			return
 		}
 		key := r.Header.Get("x-api-key")
+		if len(r.Header.Values("x-api-key")) > 1 {
+			key = "" // two keys are no key
+		}
 		t, err := a.resolve(r.Context(), key)
 		if errors.Is(err, errNotFound) {
 			fails.fail(addr)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -44,6 +45,27 @@ func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
 			}
 		})
 	}
+	t.Run("two x-api-key headers, both valid, are 401", func(t *testing.T) {
+		req, err := http.NewRequest("GET", testEnv.baseURL+"/v1/contacts", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["X-Api-Key"] = []string{c.key, c.key}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wantProblem(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusUnauthorized, "unauthorized")
+		p.RequestID = ""
+		if diff := cmp.Diff(*first, p); diff != "" {
+			t.Errorf("401 bodies differ (-first +this):\n%s", diff)
+		}
+	})
 }
 
 func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
