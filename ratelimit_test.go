@@ -127,11 +127,52 @@ func TestFailureLimiterWindow(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 	l.fail(b)
-	if len(l.recent) != 1 {
-		t.Errorf("%d addresses tracked; want the stale one dropped", len(l.recent))
+	if l.lru.Len() != 1 || len(l.addrs) != 1 {
+		t.Errorf("%d addresses tracked; want the stale one dropped", l.lru.Len())
 	}
 	if off := newFailureLimiter(0); off != nil || off.blocked(a) != 0 {
 		t.Error("a limit of 0 made a limiter, or blocks; want none (unlimited)")
+	}
+}
+
+func TestFailureLimiterForgetsTheLeastRecentlyFailedAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l := newFailureLimiter(2)
+	l.now = func() time.Time { return now }
+	l.size = 3
+	var addr [6]netip.Addr
+	for i := range addr {
+		addr[i] = netip.AddrFrom4([4]byte{192, 0, 2, byte(i)})
+	}
+	failTwice := func(a netip.Addr) {
+		for range 2 {
+			now = now.Add(time.Second)
+			l.fail(a)
+		}
+	}
+	// Full with 0, 1 and 2, all blocked; 0 fails again, so 1 is now the least recent.
+	failTwice(addr[0])
+	failTwice(addr[1])
+	failTwice(addr[2])
+	failTwice(addr[0])
+	for _, step := range []struct {
+		arrives int
+		blocked [6]bool
+	}{
+		{3, [6]bool{true, false, true, true}},               // 1 goes
+		{4, [6]bool{true, false, false, true, true}},        // 2 goes
+		{5, [6]bool{false, false, false, true, true, true}}, // 0 goes
+	} {
+		failTwice(addr[step.arrives])
+		for i, a := range addr {
+			if got := l.blocked(a) > 0; got != step.blocked[i] {
+				t.Errorf("after %v failed: %v blocked = %v; want %v", addr[step.arrives], a, got, step.blocked[i])
+			}
+		}
+		if l.lru.Len() != 3 || len(l.addrs) != 3 {
+			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], l.lru.Len(), len(l.addrs))
+		}
 	}
 }
 
