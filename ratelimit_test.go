@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -100,6 +101,82 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	if r := callAt(t, nil, base, "GET", "/healthz", "", ""); r.status != http.StatusOK {
 		t.Errorf("GET /healthz from the limited address = %d; want 200 (needs no key)", r.status)
 	}
+}
+
+func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err == nil {
+		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	for i := range 20 {
+		want := http.StatusUnauthorized
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), ""); r.status != want {
+			t.Fatalf("bad key %d: %d; want %d", i+1, r.status, want)
+		}
+	}
+	// The address is limited; this server has never seen the company's key.
+	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
+		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
+		if key == c.key {
+			wantBody(t, "GET /v1/contacts/count with a valid key from the limited address", r, http.StatusOK)
+			continue
+		}
+		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+			t.Errorf("Retry-After %q; want 1 to 60 seconds", r.header.Get("Retry-After"))
+		}
+	}
+}
+
+func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
+	// One pooled connection, which pings the database before a query only after an idle second.
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	wantBody(t, "GET /v1/contacts/count", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	for i := range 3 {
+		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
+	}
+	// 2,000 distinct random keys from 16 connections, far faster than limitedLookups a second.
+	const n, workers = 2000, 16
+	statuses := make(chan int, n)
+	before, start := proxy.queries.Load(), time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n / workers {
+				r, err := send(nil, base, "GET", "/v1/contacts", "rdx_"+randomHex(24), "")
+				if err != nil {
+					r.status = 0
+				}
+				statuses <- r.status
+			}
+		}()
+	}
+	wg.Wait()
+	lookups, secs := proxy.queries.Load()-before, time.Since(start).Seconds()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusTooManyRequests {
+			t.Fatalf("a random key from the limited address: %d; want 429", s)
+		}
+	}
+	if bound := 2*limitedLookups + limitedLookups*secs + 1 + secs; float64(lookups) > bound || bound >= n {
+		t.Errorf("%d random keys in %.1fs: %d statements reached the database; want at most %.0f (and the flood above it)", n, secs, lookups, bound)
+	}
+	wantBody(t, "GET /v1/contacts/count with a key seen valid", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 }
 
 func TestFailureLimiterWindow(t *testing.T) {
