@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -193,7 +194,7 @@ var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthor
 // keys, and more than one x-api-key header, all get the same 401, and count as failures of the
 // client's address. An address over the failure limit gets 429 for them instead, but a valid key is
 // served from any address: see resolve for what such an address may cost the database.
-func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next http.Handler) http.Handler {
+func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !needsKey(r.URL.Path) {
 			next.ServeHTTP(w, r)
@@ -203,7 +204,7 @@ func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next ht
 		if len(r.Header.Values("x-api-key")) > 1 {
 			key = "" // two keys are no key
 		}
-		addr := clientAddr(r)
+		addr := clientAddr(r, trusted)
 		wait := fails.blocked(addr)
 		t, err := a.resolve(r.Context(), key, wait > 0)
 		if errors.Is(err, errNotFound) && wait > 0 {

@@ -6,7 +6,9 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -210,14 +212,24 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	}
 }
 
-// clientAddr is the address a request came from (r.RemoteAddr: X-Forwarded-For is not trusted), an
-// IPv6 address widened to its /64, the block one client usually holds.
-func clientAddr(r *http.Request) netip.Addr {
+// clientAddr is the address a request came from: the TCP peer or, while that is one of the trusted
+// proxies, the X-Forwarded-For address it names, walking from the right (all header lines as one
+// list; an entry that is not an address ends the walk). An IPv6 address is widened to its /64, the
+// block one client usually holds.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{}
 	}
 	a := ap.Addr().Unmap()
+	xff := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(xff) - 1; i >= 0 && slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a) }); i-- {
+		next, err := netip.ParseAddr(strings.TrimSpace(xff[i]))
+		if err != nil {
+			break
+		}
+		a = next.Unmap()
+	}
 	if a.Is6() {
 		p, _ := a.Prefix(64)
 		return p.Addr()

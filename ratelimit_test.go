@@ -264,8 +264,79 @@ func TestClientAddrIgnoresForwardedForAndWidensIPv6(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote
 		r.Header.Set("X-Forwarded-For", "203.0.113.9")
-		if got := clientAddr(r).String(); got != want {
+		if got := clientAddr(r, nil).String(); got != want {
 			t.Errorf("clientAddr(%s) = %s; want %s", remote, got, want)
 		}
 	}
+}
+
+func TestClientAddrBelievesOnlyTrustedProxies(t *testing.T) {
+	t.Parallel()
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
+	for _, tc := range []struct {
+		name, remote string
+		xff          []string
+		want         string
+	}{
+		{"an untrusted peer is the client", "192.0.2.7:1", []string{"203.0.113.9"}, "192.0.2.7"},
+		{"a trusted peer without X-Forwarded-For is the client", "127.0.0.1:1", nil, "127.0.0.1"},
+		{"a trusted peer names the client", "127.0.0.1:1", []string{"203.0.113.9"}, "203.0.113.9"},
+		{"entries left of the first untrusted one are ignored", "127.0.0.1:1", []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9"},
+		{"trusted proxies in the list are skipped", "127.0.0.1:1", []string{"203.0.113.9, 10.0.0.5 ,10.1.2.3"}, "203.0.113.9"},
+		{"header lines are one list", "127.0.0.1:1", []string{"198.51.100.1, 203.0.113.9", "10.0.0.5"}, "203.0.113.9"},
+		{"a bad entry ends the walk", "127.0.0.1:1", []string{"203.0.113.9, nonsense, 10.0.0.5"}, "10.0.0.5"},
+		{"an address with a port is a bad entry", "127.0.0.1:1", []string{"203.0.113.9:4444"}, "127.0.0.1"},
+		{"only trusted proxies: the left-most", "[::ffff:127.0.0.1]:1", []string{"10.0.0.5, 10.0.0.6"}, "10.0.0.5"},
+		{"an IPv6 client is its /64", "127.0.0.1:1", []string{"2001:db8:1:2:aaaa::1"}, "2001:db8:1:2::"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := clientAddr(r, trusted).String(); got != tc.want {
+			t.Errorf("%s: clientAddr(%s, X-Forwarded-For %q) = %s; want %s", tc.name, tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}
+
+func TestFailureLimitBelievesForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
+	const limit = "ROLODEX_AUTH_FAILURE_LIMIT"
+	guess := func(base, xff string) int {
+		return callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess", "", "X-Forwarded-For", xff).status
+	}
+	t.Run("by default X-Forwarded-For is ignored", func(t *testing.T) {
+		t.Parallel()
+		base := startServer(t, map[string]string{limit: "3"}, &syncBuffer{})
+		for i := range 4 {
+			want := http.StatusUnauthorized
+			if i == 3 {
+				want = http.StatusTooManyRequests
+			}
+			if got := guess(base, "203.0.113."+strconv.Itoa(i)); got != want {
+				t.Errorf("bad key %d, each with another X-Forwarded-For: %d; want %d", i+1, got, want)
+			}
+		}
+	})
+	t.Run("behind a trusted proxy each client has its own limit", func(t *testing.T) {
+		t.Parallel()
+		base := startServer(t, map[string]string{limit: "3", "ROLODEX_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.0/8"}, &syncBuffer{})
+		for i := range 3 {
+			if got := guess(base, "203.0.113.1"); got != http.StatusUnauthorized {
+				t.Fatalf("bad key %d from 203.0.113.1: %d; want 401", i+1, got)
+			}
+		}
+		for xff, want := range map[string]int{
+			"203.0.113.1":               http.StatusTooManyRequests, // limited
+			"198.51.100.7, 203.0.113.1": http.StatusTooManyRequests, // a forged entry on the left changes nothing
+			"203.0.113.1, 10.0.0.5":     http.StatusTooManyRequests, // through a second trusted proxy
+			"203.0.113.2":               http.StatusUnauthorized,    // another client
+			"203.0.113.1, 203.0.113.3":  http.StatusUnauthorized,    // the right-most untrusted entry is the client
+		} {
+			if got := guess(base, xff); got != want {
+				t.Errorf("bad key with X-Forwarded-For %q: %d; want %d", xff, got, want)
+			}
+		}
+	})
 }
