@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,15 @@ const (
 // stops working within this time on every server.
 const keyCacheTTL = 5 * time.Second
 
-// maxCachedKeys bounds the cache; when full it is emptied and refills from the database.
+// maxCachedKeys bounds the cache; when full it is emptied (forgetting which keys it saw valid) and
+// refills from the database.
 const maxCachedKeys = 100_000
+
+// limitedLookups bounds what a flood of keys from addresses over their failure limit costs the
+// database: of the keys this server has not seen valid, all such addresses together get at most
+// limitedLookups looked up a second, in bursts of twice that (in any t seconds at most 100 + 50t),
+// and the rest get 429. A key it has seen valid is looked up as from any address, once a keyCacheTTL.
+const limitedLookups = 50
 
 // tenant is who a request acts as: the company that owns the key and the key's user.
 type tenant struct {
@@ -118,8 +126,9 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 // authenticator resolves API keys to tenants, trusting a resolved key for keyCacheTTL so that a
 // request does not cost a database round trip for its key.
 type authenticator struct {
-	st  *store
-	now func() time.Time
+	st      *store
+	now     func() time.Time
+	lookups *rateLimiter // of limitedLookups
 
 	mu    sync.RWMutex
 	cache map[[32]byte]cachedKey
@@ -131,12 +140,13 @@ type cachedKey struct {
 }
 
 func newAuthenticator(st *store) *authenticator {
-	return &authenticator{st: st, now: time.Now, cache: make(map[[32]byte]cachedKey)}
+	return &authenticator{st: st, now: time.Now, lookups: newRateLimiter(limitedLookups), cache: make(map[[32]byte]cachedKey)}
 }
 
 // resolve returns the tenant of key, errNotFound for a missing, unknown or revoked key, or a
-// database error.
-func (a *authenticator) resolve(ctx context.Context, key string) (tenant, error) {
+// database error. For a limited address, a key this server has not seen valid (since its cache was
+// last emptied) is looked up only while limitedLookups allows, else it is errNotFound too.
+func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (tenant, error) {
 	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
 	}
@@ -148,7 +158,17 @@ func (a *authenticator) resolve(ctx context.Context, key string) (tenant, error)
 	if ok && now.Before(c.expires) {
 		return c.t, nil
 	}
+	if limited && !ok {
+		if took, _, _, _ := a.lookups.take(limitKey{}); !took {
+			return tenant{}, errNotFound
+		}
+	}
 	t, err := a.st.lookupAPIKey(ctx, hash)
+	if errors.Is(err, errNotFound) && ok {
+		a.mu.Lock()
+		delete(a.cache, hash) // revoked: no longer seen valid
+		a.mu.Unlock()
+	}
 	if err != nil {
 		return t, err
 	}
@@ -171,21 +191,26 @@ var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthor
 	Detail: "A valid API key is required in the x-api-key header."}
 
 // withAuth maps the x-api-key header to a tenant for every keyed path. Missing, unknown and revoked
-// keys all get the same 401, and count as failures of the client's address: an address over the
-// failure limit gets 429 before its key is even looked up.
-func withAuth(a *authenticator, fails *failureLimiter, log *slog.Logger, next http.Handler) http.Handler {
+// keys, and more than one x-api-key header, all get the same 401, and count as failures of the
+// client's address. An address over the failure limit gets 429 for them instead, but a valid key is
+// served from any address: see resolve for what such an address may cost the database.
+func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !needsKey(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		addr := clientAddr(r)
-		if wait := fails.blocked(addr); wait > 0 {
+		key := r.Header.Get("x-api-key")
+		if len(r.Header.Values("x-api-key")) > 1 {
+			key = "" // two keys are no key
+		}
+		addr := clientAddr(r, trusted)
+		wait := fails.blocked(addr)
+		t, err := a.resolve(r.Context(), key, wait > 0)
+		if errors.Is(err, errNotFound) && wait > 0 {
 			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
 			return
 		}
-		key := r.Header.Get("x-api-key")
-		t, err := a.resolve(r.Context(), key)
 		if errors.Is(err, errNotFound) {
 			fails.fail(addr)
 			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -44,6 +45,27 @@ func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
 			}
 		})
 	}
+	t.Run("two x-api-key headers, both valid, are 401", func(t *testing.T) {
+		req, err := http.NewRequest("GET", testEnv.baseURL+"/v1/contacts", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["X-Api-Key"] = []string{c.key, c.key}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wantProblem(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusUnauthorized, "unauthorized")
+		p.RequestID = ""
+		if diff := cmp.Diff(*first, p); diff != "" {
+			t.Errorf("401 bodies differ (-first +this):\n%s", diff)
+		}
+	})
 }
 
 func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
@@ -51,7 +73,7 @@ func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
 	c := newTestCompany(t)
 	ctx := context.Background()
 	st := testEnv.st
-	resolve := func(key string) (tenant, error) { return newAuthenticator(st).resolve(ctx, key) }
+	resolve := func(key string) (tenant, error) { return newAuthenticator(st).resolve(ctx, key, false) }
 
 	key, err := st.createAPIKey(ctx, c.id, c.userID)
 	if err != nil || key == c.key || len(key) != 36 || key[:4] != "rdx_" {
@@ -93,18 +115,62 @@ func TestAuthenticatorCachesForItsTTL(t *testing.T) {
 	a := newAuthenticator(testEnv.st)
 	a.now = func() time.Time { return now }
 
-	if _, err := a.resolve(ctx, c.key); err != nil {
+	if _, err := a.resolve(ctx, c.key, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := testEnv.st.revokeAPIKey(ctx, c.key); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Second)
-	if _, err := a.resolve(ctx, c.key); err != nil {
+	if _, err := a.resolve(ctx, c.key, false); err != nil {
 		t.Errorf("a second later, within the TTL, a cached key still resolves; got %v", err)
 	}
 	now = now.Add(time.Minute)
-	if _, err := a.resolve(ctx, c.key); !errors.Is(err, errNotFound) {
+	if _, err := a.resolve(ctx, c.key, false); !errors.Is(err, errNotFound) {
 		t.Errorf("a minute later, after the TTL, a revoked key: err = %v; want errNotFound", err)
+	}
+}
+
+func TestAuthenticatorSpendsTheLookupBudgetOnlyOnKeysNotSeenValid(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	unseen, err := testEnv.st.createAPIKey(ctx, c.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, frozen := time.Now(), time.Now()
+	a := newAuthenticator(testEnv.st)
+	a.now = func() time.Time { return now }
+	a.lookups.now = func() time.Time { return frozen } // the budget never refills
+	if _, err := a.resolve(ctx, c.key, false); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * limitedLookups { // the whole budget
+		if _, err := a.resolve(ctx, "rdx_"+randomHex(24), true); !errors.Is(err, errNotFound) {
+			t.Fatalf("an unknown key: err = %v; want errNotFound", err)
+		}
+	}
+	now = now.Add(time.Minute) // past the TTL: every key needs the database again
+	if got, err := a.resolve(ctx, c.key, true); err != nil || got.companyID != c.id {
+		t.Errorf("a key seen valid, budget spent: %+v, %v; want company %d", got, err, c.id)
+	}
+	// The price of the bound: a valid key this server has not seen waits for the budget.
+	if _, err := a.resolve(ctx, unseen, true); !errors.Is(err, errNotFound) {
+		t.Errorf("a key not seen valid, budget spent: err = %v; want errNotFound", err)
+	}
+	if _, err := a.resolve(ctx, unseen, false); err != nil {
+		t.Errorf("the same key from an address that is not limited: err = %v; want served", err)
+	}
+	// A revoked key is no longer seen valid.
+	if err := testEnv.st.revokeAPIKey(ctx, c.key); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	if _, err := a.resolve(ctx, c.key, true); !errors.Is(err, errNotFound) {
+		t.Errorf("revoked: err = %v; want errNotFound", err)
+	}
+	if _, seen := a.cache[hashKey(c.key)]; seen {
+		t.Error("a revoked key is still remembered as seen valid")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -191,9 +192,10 @@ func withStore(fs *flag.FlagSet, getenv func(string) string, args []string, want
 
 // limits are what newHandler holds each request to.
 type limits struct {
-	rate           int           // requests a second per API key, in bursts of twice that; 0: unlimited
-	authFailures   int           // failed authentications a minute per client address; 0: unlimited
-	requestTimeout time.Duration // bound on a request's database work; 0: none
+	rate           int            // requests a second per API key, in bursts of twice that; 0: unlimited
+	authFailures   int            // failed authentications a minute per client address; 0: unlimited
+	trustedProxies []netip.Prefix // peers whose X-Forwarded-For names the client
+	requestTimeout time.Duration  // bound on a request's database work; 0: none
 }
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -211,9 +213,18 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
 	fs.IntVar(&lim.rate, "rate-limit", rate, "requests a second per API key, in bursts of twice that; 0: off (env ROLODEX_RATE_LIMIT)")
 	fs.IntVar(&lim.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
+	proxies := fs.String("trusted-proxies", getenv("ROLODEX_TRUSTED_PROXIES"), "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default (env ROLODEX_TRUSTED_PROXIES)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
 		if lim.rate < 0 || lim.authFailures < 0 {
 			return fmt.Errorf("-rate-limit and -auth-failure-limit must be 0 or more: %w", errUsage)
+		}
+		for _, s := range strings.FieldsFunc(*proxies, func(r rune) bool { return r == ',' || r == ' ' }) {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				fmt.Fprintf(stderr, "rolodex: -trusted-proxies: %q is not a CIDR such as 10.0.0.0/8\n", s)
+				return fmt.Errorf("bad -trusted-proxies: %w", errUsage)
+			}
+			lim.trustedProxies = append(lim.trustedProxies, p)
 		}
 		// A request's queries together get as long as one statement may take.
 		lim.requestTimeout = st.statementTimeout
@@ -294,7 +305,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, st, log)
 	h := withRateLimit(newRateLimiter(lim.rate), withPattern(mux))
-	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), log, h)
+	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), lim.trustedProxies, log, h)
 	h = withQueryLimit(h)
 	return withRequestLog(log, newRequestIDs(), lim.requestTimeout, h)
 }

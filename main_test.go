@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -124,6 +125,11 @@ func TestCLIUsageErrors(t *testing.T) {
 	for _, cmd := range []string{"serve", "migrate", "dev"} {
 		if _, err := runCLI(t, cmd, "-h"); err == nil || !strings.Contains(err.Error(), "Usage: rolodex "+cmd) {
 			t.Errorf("%s -h: %v; want its usage on stderr", cmd, err)
+		}
+	}
+	for _, proxies := range []string{"10.0.0.0/8,nonsense", "10.0.0.1"} {
+		if _, err := runCLI(t, "serve", "-trusted-proxies", proxies); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "not a CIDR") {
+			t.Errorf("serve -trusted-proxies %s: %v; want a usage error saying what is wrong", proxies, err)
 		}
 	}
 	getenv := func(k string) string { return map[string]string{"ROLODEX_RATE_LIMIT": "lots"}[k] }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"container/list"
 	"fmt"
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -135,20 +138,26 @@ func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, de
 	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
 }
 
-// maxTrackedAddrs bounds the failure limiter's memory; when that many addresses have failed within
-// the window it starts over.
+// maxTrackedAddrs bounds the failure limiter's memory; beyond it the least recently failed address
+// is forgotten.
 const maxTrackedAddrs = 100_000
 
 // failureLimiter allows at most max failed authentications per client address in any window: it
-// keeps the times of each address's last max failures.
+// keeps the times of each address's last max failures, the most recently failed address first.
 type failureLimiter struct {
-	max    int
-	window time.Duration
-	now    func() time.Time
+	max, size int
+	window    time.Duration
+	now       func() time.Time
 
-	mu        sync.Mutex
-	recent    map[netip.Addr][]time.Time // oldest first
-	lastSweep time.Time
+	mu    sync.Mutex
+	addrs map[netip.Addr]*list.Element // of *failures, in lru
+	lru   *list.List
+}
+
+// failures are an address's last failure times, oldest first.
+type failures struct {
+	addr  netip.Addr
+	times []time.Time
 }
 
 // newFailureLimiter allows perMinute failures a minute per address; 0 means no limit (nil).
@@ -156,8 +165,8 @@ func newFailureLimiter(perMinute int) *failureLimiter {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &failureLimiter{max: perMinute, window: time.Minute, now: time.Now,
-		recent: make(map[netip.Addr][]time.Time)}
+	return &failureLimiter{max: perMinute, size: maxTrackedAddrs, window: time.Minute, now: time.Now,
+		addrs: make(map[netip.Addr]*list.Element), lru: list.New()}
 }
 
 // blocked returns how long a is still refused (0: it is not).
@@ -167,11 +176,11 @@ func (l *failureLimiter) blocked(a netip.Addr) time.Duration {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ts := l.recent[a]
-	if len(ts) < l.max {
+	e := l.addrs[a]
+	if e == nil || len(e.Value.(*failures).times) < l.max {
 		return 0
 	}
-	return max(0, l.window-l.now().Sub(ts[0]))
+	return max(0, l.window-l.now().Sub(e.Value.(*failures).times[0]))
 }
 
 // fail records a failed authentication from a.
@@ -182,32 +191,45 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now.Sub(l.lastSweep) > l.window || len(l.recent) >= maxTrackedAddrs {
-		l.lastSweep = now
-		for k, ts := range l.recent {
-			if now.Sub(ts[len(ts)-1]) > l.window {
-				delete(l.recent, k)
-			}
-		}
-		if len(l.recent) >= maxTrackedAddrs {
-			clear(l.recent)
-		}
+	e := l.addrs[a]
+	if e == nil {
+		e = l.lru.PushFront(&failures{addr: a})
+		l.addrs[a] = e
 	}
-	ts := append(l.recent[a], now)
-	if len(ts) > l.max {
-		ts = append(ts[:0], ts[1:]...)
+	l.lru.MoveToFront(e)
+	f := e.Value.(*failures)
+	if f.times = append(f.times, now); len(f.times) > l.max {
+		f.times = append(f.times[:0], f.times[1:]...)
 	}
-	l.recent[a] = ts
+	// Forget, least recent first, addresses beyond size and those whose last failure left the window.
+	for b := l.lru.Back(); b != e; b = l.lru.Back() {
+		old := b.Value.(*failures)
+		if l.lru.Len() <= l.size && now.Sub(old.times[len(old.times)-1]) <= l.window {
+			break
+		}
+		delete(l.addrs, old.addr)
+		l.lru.Remove(b)
+	}
 }
 
-// clientAddr is the address a request came from (r.RemoteAddr: X-Forwarded-For is not trusted), an
-// IPv6 address widened to its /64, the block one client usually holds.
-func clientAddr(r *http.Request) netip.Addr {
+// clientAddr is the address a request came from: the TCP peer or, while that is one of the trusted
+// proxies, the X-Forwarded-For address it names, walking from the right (all header lines as one
+// list; an entry that is not an address ends the walk). An IPv6 address is widened to its /64, the
+// block one client usually holds.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return netip.Addr{}
 	}
 	a := ap.Addr().Unmap()
+	xff := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(xff) - 1; i >= 0 && slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a) }); i-- {
+		next, err := netip.ParseAddr(strings.TrimSpace(xff[i]))
+		if err != nil {
+			break
+		}
+		a = next.Unmap()
+	}
 	if a.Is6() {
 		p, _ := a.Prefix(64)
 		return p.Addr()

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -102,6 +103,82 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	}
 }
 
+func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	if err == nil {
+		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	for i := range 20 {
+		want := http.StatusUnauthorized
+		if i >= 3 {
+			want = http.StatusTooManyRequests
+		}
+		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), ""); r.status != want {
+			t.Fatalf("bad key %d: %d; want %d", i+1, r.status, want)
+		}
+	}
+	// The address is limited; this server has never seen the company's key.
+	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
+		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
+		if key == c.key {
+			wantBody(t, "GET /v1/contacts/count with a valid key from the limited address", r, http.StatusOK)
+			continue
+		}
+		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+			t.Errorf("Retry-After %q; want 1 to 60 seconds", r.header.Get("Retry-After"))
+		}
+	}
+}
+
+func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
+	// One pooled connection, which pings the database before a query only after an idle second.
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	wantBody(t, "GET /v1/contacts/count", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	for i := range 3 {
+		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
+	}
+	// 2,000 distinct random keys from 16 connections, far faster than limitedLookups a second.
+	const n, workers = 2000, 16
+	statuses := make(chan int, n)
+	before, start := proxy.queries.Load(), time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n / workers {
+				r, err := send(nil, base, "GET", "/v1/contacts", "rdx_"+randomHex(24), "")
+				if err != nil {
+					r.status = 0
+				}
+				statuses <- r.status
+			}
+		}()
+	}
+	wg.Wait()
+	lookups, secs := proxy.queries.Load()-before, time.Since(start).Seconds()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusTooManyRequests {
+			t.Fatalf("a random key from the limited address: %d; want 429", s)
+		}
+	}
+	if bound := 2*limitedLookups + limitedLookups*secs + 1 + secs; float64(lookups) > bound || bound >= n {
+		t.Errorf("%d random keys in %.1fs: %d statements reached the database; want at most %.0f (and the flood above it)", n, secs, lookups, bound)
+	}
+	wantBody(t, "GET /v1/contacts/count with a key seen valid", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+}
+
 func TestFailureLimiterWindow(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
@@ -127,11 +204,52 @@ func TestFailureLimiterWindow(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 	l.fail(b)
-	if len(l.recent) != 1 {
-		t.Errorf("%d addresses tracked; want the stale one dropped", len(l.recent))
+	if l.lru.Len() != 1 || len(l.addrs) != 1 {
+		t.Errorf("%d addresses tracked; want the stale one dropped", l.lru.Len())
 	}
 	if off := newFailureLimiter(0); off != nil || off.blocked(a) != 0 {
 		t.Error("a limit of 0 made a limiter, or blocks; want none (unlimited)")
+	}
+}
+
+func TestFailureLimiterForgetsTheLeastRecentlyFailedAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l := newFailureLimiter(2)
+	l.now = func() time.Time { return now }
+	l.size = 3
+	var addr [6]netip.Addr
+	for i := range addr {
+		addr[i] = netip.AddrFrom4([4]byte{192, 0, 2, byte(i)})
+	}
+	failTwice := func(a netip.Addr) {
+		for range 2 {
+			now = now.Add(time.Second)
+			l.fail(a)
+		}
+	}
+	// Full with 0, 1 and 2, all blocked; 0 fails again, so 1 is now the least recent.
+	failTwice(addr[0])
+	failTwice(addr[1])
+	failTwice(addr[2])
+	failTwice(addr[0])
+	for _, step := range []struct {
+		arrives int
+		blocked [6]bool
+	}{
+		{3, [6]bool{true, false, true, true}},               // 1 goes
+		{4, [6]bool{true, false, false, true, true}},        // 2 goes
+		{5, [6]bool{false, false, false, true, true, true}}, // 0 goes
+	} {
+		failTwice(addr[step.arrives])
+		for i, a := range addr {
+			if got := l.blocked(a) > 0; got != step.blocked[i] {
+				t.Errorf("after %v failed: %v blocked = %v; want %v", addr[step.arrives], a, got, step.blocked[i])
+			}
+		}
+		if l.lru.Len() != 3 || len(l.addrs) != 3 {
+			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], l.lru.Len(), len(l.addrs))
+		}
 	}
 }
 
@@ -146,8 +264,79 @@ func TestClientAddrIgnoresForwardedForAndWidensIPv6(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = remote
 		r.Header.Set("X-Forwarded-For", "203.0.113.9")
-		if got := clientAddr(r).String(); got != want {
+		if got := clientAddr(r, nil).String(); got != want {
 			t.Errorf("clientAddr(%s) = %s; want %s", remote, got, want)
 		}
 	}
+}
+
+func TestClientAddrBelievesOnlyTrustedProxies(t *testing.T) {
+	t.Parallel()
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
+	for _, tc := range []struct {
+		name, remote string
+		xff          []string
+		want         string
+	}{
+		{"an untrusted peer is the client", "192.0.2.7:1", []string{"203.0.113.9"}, "192.0.2.7"},
+		{"a trusted peer without X-Forwarded-For is the client", "127.0.0.1:1", nil, "127.0.0.1"},
+		{"a trusted peer names the client", "127.0.0.1:1", []string{"203.0.113.9"}, "203.0.113.9"},
+		{"entries left of the first untrusted one are ignored", "127.0.0.1:1", []string{"198.51.100.1, 203.0.113.9"}, "203.0.113.9"},
+		{"trusted proxies in the list are skipped", "127.0.0.1:1", []string{"203.0.113.9, 10.0.0.5 ,10.1.2.3"}, "203.0.113.9"},
+		{"header lines are one list", "127.0.0.1:1", []string{"198.51.100.1, 203.0.113.9", "10.0.0.5"}, "203.0.113.9"},
+		{"a bad entry ends the walk", "127.0.0.1:1", []string{"203.0.113.9, nonsense, 10.0.0.5"}, "10.0.0.5"},
+		{"an address with a port is a bad entry", "127.0.0.1:1", []string{"203.0.113.9:4444"}, "127.0.0.1"},
+		{"only trusted proxies: the left-most", "[::ffff:127.0.0.1]:1", []string{"10.0.0.5, 10.0.0.6"}, "10.0.0.5"},
+		{"an IPv6 client is its /64", "127.0.0.1:1", []string{"2001:db8:1:2:aaaa::1"}, "2001:db8:1:2::"},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.remote
+		for _, v := range tc.xff {
+			r.Header.Add("X-Forwarded-For", v)
+		}
+		if got := clientAddr(r, trusted).String(); got != tc.want {
+			t.Errorf("%s: clientAddr(%s, X-Forwarded-For %q) = %s; want %s", tc.name, tc.remote, tc.xff, got, tc.want)
+		}
+	}
+}
+
+func TestFailureLimitBelievesForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	t.Parallel()
+	const limit = "ROLODEX_AUTH_FAILURE_LIMIT"
+	guess := func(base, xff string) int {
+		return callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess", "", "X-Forwarded-For", xff).status
+	}
+	t.Run("by default X-Forwarded-For is ignored", func(t *testing.T) {
+		t.Parallel()
+		base := startServer(t, map[string]string{limit: "3"}, &syncBuffer{})
+		for i := range 4 {
+			want := http.StatusUnauthorized
+			if i == 3 {
+				want = http.StatusTooManyRequests
+			}
+			if got := guess(base, "203.0.113."+strconv.Itoa(i)); got != want {
+				t.Errorf("bad key %d, each with another X-Forwarded-For: %d; want %d", i+1, got, want)
+			}
+		}
+	})
+	t.Run("behind a trusted proxy each client has its own limit", func(t *testing.T) {
+		t.Parallel()
+		base := startServer(t, map[string]string{limit: "3", "ROLODEX_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.0/8"}, &syncBuffer{})
+		for i := range 3 {
+			if got := guess(base, "203.0.113.1"); got != http.StatusUnauthorized {
+				t.Fatalf("bad key %d from 203.0.113.1: %d; want 401", i+1, got)
+			}
+		}
+		for xff, want := range map[string]int{
+			"203.0.113.1":               http.StatusTooManyRequests, // limited
+			"198.51.100.7, 203.0.113.1": http.StatusTooManyRequests, // a forged entry on the left changes nothing
+			"203.0.113.1, 10.0.0.5":     http.StatusTooManyRequests, // through a second trusted proxy
+			"203.0.113.2":               http.StatusUnauthorized,    // another client
+			"203.0.113.1, 203.0.113.3":  http.StatusUnauthorized,    // the right-most untrusted entry is the client
+		} {
+			if got := guess(base, xff); got != want {
+				t.Errorf("bad key with X-Forwarded-For %q: %d; want %d", xff, got, want)
+			}
+		}
+	})
 }
