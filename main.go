@@ -353,7 +353,8 @@ func handleHealthz() http.Handler {
 }
 
 // handleReadyz answers 200 when the database answers and its schema is the one this binary
-// expects, else 503.
+// expects or a newer one (a rolling upgrade: the first new server migrates, and the old ones, whose
+// statements the new schema still serves, stay in the load balancer), else 503.
 func handleReadyz(st *store, log *slog.Logger) http.Handler {
 	want := latestSchemaVersion()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -363,7 +364,7 @@ func handleReadyz(st *store, log *slog.Logger) http.Handler {
 		if err != nil {
 			log.Warn("not ready", "err", err)
 		}
-		if err != nil || v != want {
+		if err != nil || v < want {
 			w.Header().Set("Retry-After", "1")
 			writeProblem(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "not_ready",
 				Detail: "The database is not reachable or its schema is not current."})

@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,30 @@ func TestHealthAndReadiness(t *testing.T) {
 			t.Errorf("GET %s = %d %q %s; want 200 application/json %s", path, r.status, r.header.Get("Content-Type"), r.body, want)
 		}
 	}
+}
+
+func TestReadyOnANewerSchemaForRollingUpgrades(t *testing.T) {
+	t.Parallel()
+	dbURL := freshDatabase(t)
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL}, io.Discard)
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// A newer server has migrated the database past what this one knows.
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_newer.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	r := callAt(t, nil, base, "GET", "/readyz", "", "")
+	if want := `{"status":"ready","schemaVersion":9999}`; r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != want {
+		t.Errorf("GET /readyz on a newer schema = %d %s; want 200 %s", r.status, r.body, want)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version >= $1`, latestSchemaVersion()); err != nil {
+		t.Fatal(err)
+	}
+	r = callAt(t, nil, base, "GET", "/readyz", "", "")
+	wantProblem(t, r, http.StatusServiceUnavailable, "not_ready")
 }
 
 func TestUnknownPathsAre404AndWrongMethods405(t *testing.T) {
