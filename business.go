@@ -148,10 +148,8 @@ var businesses = &resource{
 		status_id, organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id,
 		created_at, updated_at, version
 		FROM business WHERE company_id = $1`,
-	countSQL: `SELECT count(*) FROM business WHERE company_id = $1`,
-	deleteSQL: `WITH gone AS (DELETE FROM business WHERE company_id = $1 AND id = $2
-			AND ($3::bigint[] IS NULL OR version = ANY($3)) RETURNING id)
-		SELECT EXISTS (SELECT FROM gone), EXISTS (SELECT FROM business WHERE company_id = $1 AND id = $2)`,
+	countSQL:   `SELECT count(*) FROM business WHERE company_id = $1`,
+	event:      "business",
 	lists:      businessLists,
 	expansions: businessExpansions,
 }

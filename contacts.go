@@ -154,10 +154,8 @@ var contacts = &resource{
 		url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
 		assigned_to_id, user_creator_id, created_at, updated_at, version
 		FROM contacts WHERE company_id = $1`,
-	countSQL: `SELECT count(*) FROM contacts WHERE company_id = $1`,
-	deleteSQL: `WITH gone AS (DELETE FROM contacts WHERE company_id = $1 AND id = $2
-			AND ($3::bigint[] IS NULL OR version = ANY($3)) RETURNING id)
-		SELECT EXISTS (SELECT FROM gone), EXISTS (SELECT FROM contacts WHERE company_id = $1 AND id = $2)`,
+	countSQL:   `SELECT count(*) FROM contacts WHERE company_id = $1`,
+	event:      "contact",
 	lists:      contactLists,
 	expansions: contactExpansions,
 }

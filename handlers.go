@@ -21,7 +21,7 @@ type resource struct {
 	table      string      // its table, where a retrieve finds the ids of what it embeds
 	selectSQL  string      // "SELECT <columns> FROM t WHERE company_id = $1"; lists and retrieve add to it
 	countSQL   string      // "SELECT count(*) FROM t WHERE company_id = $1"
-	deleteSQL  string      // $1 company, $2 id, $3 the versions If-Match admits (NULL: any); answers (deleted, existed)
+	event      string      // its changes' event types are event + ".created" ... (events.go); "": none
 	lists      *listSpec   // the sorts and filters of its list and count
 	expansions []expansion // what expand[] may embed in its objects
 }
@@ -207,6 +207,9 @@ func handleCreate[T any, P writable[T]](st *store, res *resource, create func(co
 		}
 		defer tx.Rollback()
 		v, err := create(r.Context(), tx, t, v)
+		if err == nil {
+			err = recordEvent(r.Context(), tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
+		}
 		var a answer
 		if err == nil {
 			a, err = objectAnswer[T, P](r.Context(), tx, t, http.StatusCreated, v, exps)
@@ -252,8 +255,12 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 				writeError(w, r, log, fieldErrors(errs))
 				return
 			}
-			if !bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)) { // else nothing changed: updatedAt and the ETag stay
+			if was := P(&old).appendJSON(nil); !bytes.Equal(P(&v).appendJSON(nil), was) { // else nothing changed: updatedAt and the ETag stay
 				v, err = update(r.Context(), tx, t.companyID, old, v)
+				if err == nil {
+					now := P(&v).appendJSON(nil)
+					err = recordEvent(r.Context(), tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
+				}
 			}
 			if errors.Is(err, errConflict) && versions != nil {
 				err = errPreconditionFailed
@@ -271,9 +278,10 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 	})
 }
 
-// handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match. expand[] is checked and
-// otherwise ignored: there is no body to expand.
-func handleDelete(st *store, res *resource, log *slog.Logger) http.Handler {
+// handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match. It locks the object,
+// deletes it and records it as it was in its event. expand[] is checked and otherwise ignored: there
+// is no body to expand.
+func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		id, _, _, ik, aerr := bodyRequest(w, r, res)
@@ -286,7 +294,20 @@ func handleDelete(st *store, res *resource, log *slog.Logger) http.Handler {
 			return
 		}
 		defer tx.Rollback()
-		err := deleteObject(r.Context(), tx, res.deleteSQL, t.companyID, id, ifMatch(r))
+		var objs []T
+		err := readTx(tx)(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, id))
+		switch {
+		case err != nil:
+		case len(objs) == 0:
+			err = errNotFound
+		case !admits(ifMatch(r), P(&objs[0]).version()):
+			err = errPreconditionFailed
+		default:
+			_, err = tx.ExecContext(r.Context(), `DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, id)
+		}
+		if err == nil {
+			err = recordEvent(r.Context(), tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
+		}
 		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)
 	})
 }

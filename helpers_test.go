@@ -211,12 +211,15 @@ func runServer(ctx context.Context, env map[string]string, log io.Writer, flags 
 }
 
 // startServer runs `rolodex serve [flags]` through run() on a free port with env (DATABASE_URL
-// defaults to the suite's database), logging to log, and returns its base URL; the server stops when
-// the test ends.
+// defaults to the suite's database), logging to log (nil: nowhere), and returns its base URL; the
+// server stops when the test ends.
 func startServer(t *testing.T, env map[string]string, log io.Writer, flags ...string) string {
 	t.Helper()
 	all := map[string]string{"DATABASE_URL": testEnv.dbURL}
 	maps.Copy(all, env)
+	if log == nil {
+		log = io.Discard
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	base, done, err := runServer(ctx, all, log, flags...)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -25,7 +24,6 @@ import (
 // Keys are kept 24 hours (the interval in the statements below).
 const (
 	maxIdempotencyKeyLen  = 255
-	idempotencyBatch      = 1000      // expired keys deleted a statement
 	idempotencyExpiration = time.Hour // how often a server deletes the expired keys
 )
 
@@ -159,36 +157,16 @@ func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik
 	return nil
 }
 
-// deleteExpiredKeys deletes up to idempotencyBatch keys older than 24 hours, oldest first through
+// deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through
 // the created_at index (no table scan, and no long lock: rows another server is deleting are
 // skipped), and returns how many it deleted.
 func (s *store) deleteExpiredKeys(ctx context.Context) (int64, error) {
 	const q = `DELETE FROM idempotency_keys WHERE (company_id, key) IN (
 		SELECT company_id, key FROM idempotency_keys WHERE created_at <= now() - interval '24 hours'
 		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)`
-	res, err := s.db.ExecContext(ctx, q, idempotencyBatch)
+	res, err := s.db.ExecContext(ctx, q, deleteBatch)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired idempotency keys: %w", err)
 	}
 	return res.RowsAffected()
-}
-
-// expireIdempotencyKeys deletes the expired keys in batches, at start and then every
-// idempotencyExpiration, until ctx is done.
-func expireIdempotencyKeys(ctx context.Context, st *store, log *slog.Logger) {
-	for {
-		n, err := st.deleteExpiredKeys(ctx)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("expire idempotency keys", "err", err)
-		}
-		wait := idempotencyExpiration
-		if n == idempotencyBatch {
-			wait = time.Second // more are due: the next batch soon, without hogging the database
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
 }

@@ -196,7 +196,11 @@ type limits struct {
 	authFailures   int            // failed authentications a minute per client address; 0: unlimited
 	trustedProxies []netip.Prefix // peers whose X-Forwarded-For names the client
 	requestTimeout time.Duration  // bound on a request's database work; 0: none
+	eventRetention time.Duration  // how long events are kept
 }
+
+// defaultEventRetention is how long events are kept unless -event-retention says otherwise.
+const defaultEventRetention = 30 * 24 * time.Hour
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
@@ -208,15 +212,20 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	retention, err := time.ParseDuration(envOr(getenv, "ROLODEX_EVENT_RETENTION", defaultEventRetention.String()))
+	if err != nil {
+		return fmt.Errorf("ROLODEX_EVENT_RETENTION: %w", err)
+	}
 	var lim limits
 	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
 	fs.IntVar(&lim.rate, "rate-limit", rate, "requests a second per API key, in bursts of twice that; 0: off (env ROLODEX_RATE_LIMIT)")
 	fs.IntVar(&lim.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
+	fs.DurationVar(&lim.eventRetention, "event-retention", retention, "how long events are kept (env ROLODEX_EVENT_RETENTION)")
 	proxies := fs.String("trusted-proxies", getenv("ROLODEX_TRUSTED_PROXIES"), "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default (env ROLODEX_TRUSTED_PROXIES)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if lim.rate < 0 || lim.authFailures < 0 {
-			return fmt.Errorf("-rate-limit and -auth-failure-limit must be 0 or more: %w", errUsage)
+		if lim.rate < 0 || lim.authFailures < 0 || lim.eventRetention <= 0 {
+			return fmt.Errorf("-rate-limit and -auth-failure-limit must be 0 or more, -event-retention more than 0: %w", errUsage)
 		}
 		for _, s := range strings.FieldsFunc(*proxies, func(r rune) bool { return r == ',' || r == ' ' }) {
 			p, err := netip.ParsePrefix(s)
@@ -253,7 +262,10 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go expireIdempotencyKeys(ctx, st, log)
+	go deleteInBatches(ctx, log, "expired idempotency keys", idempotencyExpiration, st.deleteExpiredKeys)
+	go deleteInBatches(ctx, log, "old events", min(lim.eventRetention/10, time.Hour), func(ctx context.Context) (int64, error) {
+		return st.deleteOldEvents(ctx, lim.eventRetention)
+	})
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildVersion())
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -303,7 +315,7 @@ func waitAndMigrate(ctx context.Context, st *store, log *slog.Logger) error {
 // authentication (with its failure limit); the per-key rate limit; the routes.
 func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
-	addRoutes(mux, st, log)
+	addRoutes(mux, st, lim, log)
 	h := withRateLimit(newRateLimiter(lim.rate), withPattern(mux))
 	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), lim.trustedProxies, log, h)
 	h = withQueryLimit(h)
@@ -311,7 +323,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 }
 
 // addRoutes lists every endpoint of the server; api/openapi.json describes each of them.
-func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
+func addRoutes(mux *http.ServeMux, st *store, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
@@ -321,14 +333,14 @@ func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
 	mux.Handle("GET /v1/contacts/{id}", handleGet[contact](st, contacts, log))
 	mux.Handle("POST /v1/contacts", handleCreate(st, contacts, createContact, log))
 	mux.Handle("PATCH /v1/contacts/{id}", handleUpdate(st, contacts, updateContact, log))
-	mux.Handle("DELETE /v1/contacts/{id}", handleDelete(st, contacts, log))
+	mux.Handle("DELETE /v1/contacts/{id}", handleDelete[contact](st, contacts, log))
 
 	mux.Handle("GET /v1/business", handleList[business](st, businesses, log))
 	mux.Handle("GET /v1/business/count", handleCount(st, businesses, log))
 	mux.Handle("GET /v1/business/{id}", handleGet[business](st, businesses, log))
 	mux.Handle("POST /v1/business", handleCreate(st, businesses, createBusiness, log))
 	mux.Handle("PATCH /v1/business/{id}", handleUpdate(st, businesses, updateBusiness, log))
-	mux.Handle("DELETE /v1/business/{id}", handleDelete(st, businesses, log))
+	mux.Handle("DELETE /v1/business/{id}", handleDelete[business](st, businesses, log))
 
 	mux.Handle("GET /v1/users", handleList[user](st, users, log))
 	mux.Handle("GET /v1/users/{id}", handleGet[user](st, users, log))
@@ -342,6 +354,9 @@ func addRoutes(mux *http.ServeMux, st *store, log *slog.Logger) {
 	mux.Handle("GET /v1/statuses", handleList[status](st, statuses, log))
 	mux.Handle("GET /v1/currencies", handleList[currency](st, currencies, log))
 	mux.Handle("GET /v1/countries", handleList[country](st, countries, log))
+
+	mux.Handle("GET /v1/events", handleEvents(st, lim.eventRetention, log))
+	mux.Handle("GET /v1/events/{id}", handleGet[event](st, events, log))
 
 	mux.Handle("/", handleNoRoute(mux))
 }
@@ -526,7 +541,8 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
 		return err
 	}
-	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit, requestTimeout: 10 * time.Second}
+	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit, requestTimeout: 10 * time.Second,
+		eventRetention: defaultEventRetention}
 	return serve(ctx, st, *addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
 		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
 		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)

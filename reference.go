@@ -182,7 +182,7 @@ func (c *country) scanDest() []any  { return append(c.status.scanDest(), &c.Alph
 var (
 	users = &resource{path: "/v1/users", lists: &listSpec{},
 		selectSQL: `SELECT id, name, surname, email, created_at, updated_at FROM users WHERE company_id = $1`}
-	organizations = &resource{path: "/v1/organizations", lists: &listSpec{},
+	organizations = &resource{path: "/v1/organizations", lists: &listSpec{}, event: "organization",
 		selectSQL: `SELECT id, name, created_at, updated_at FROM organizations WHERE company_id = $1`}
 	stages = &resource{path: "/v1/stages", lists: &listSpec{filters: []filter{{name: "boardId", col: "board_id"}}},
 		selectSQL: `SELECT id, board_id, name, position, created_at, updated_at FROM stages WHERE company_id = $1`}

@@ -39,7 +39,7 @@ func pathID(r *http.Request) (int64, *apiError) {
 }
 
 // queryParams parses the query string and rejects parameters other than allowed, and repeats of
-// any parameter but expand[].
+// any parameter but expand[] and type.
 func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
@@ -53,7 +53,7 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 		if !known {
 			return nil, badRequest("invalid_parameter", fmt.Sprintf("Unknown query parameter %q; allowed: %s.", name, strings.Join(allowed, ", ")))
 		}
-		if len(vs) > 1 && name != "expand[]" {
+		if len(vs) > 1 && name != "expand[]" && name != "type" {
 			return nil, badRequest("invalid_parameter", fmt.Sprintf("Query parameter %q is given more than once.", name))
 		}
 	}
@@ -133,36 +133,45 @@ func readObject(w http.ResponseWriter, r *http.Request) ([]member, *apiError) {
 	if !utf8.Valid(body) {
 		return nil, badRequest("invalid_json", "The body is not valid UTF-8.")
 	}
-	malformed := badRequest("invalid_json", "The body must be one JSON object.")
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, malformed
+	members, dup, ok := jsonMembers(body)
+	if dup != "" {
+		return nil, badRequest("invalid_json", fmt.Sprintf("The body names %q more than once.", dup))
 	}
-	var members []member
+	if !ok {
+		return nil, badRequest("invalid_json", "The body must be one JSON object.")
+	}
+	return members, nil
+}
+
+// jsonMembers splits b, which must be exactly one JSON object, into its members in order. It
+// reports false when b is not one object, and the first name that is there twice.
+func jsonMembers(b []byte) (members []member, dup string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, "", false
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, malformed
+			return nil, "", false
 		}
 		name := tok.(string) // inside an object, the token before a value is always its name
 		for _, m := range members {
 			if m.name == name {
-				return nil, badRequest("invalid_json", fmt.Sprintf("The body names %q more than once.", name))
+				return nil, name, false
 			}
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, malformed
+			return nil, "", false
 		}
 		members = append(members, member{name: name, raw: raw})
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, malformed
+		return nil, "", false
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, malformed
-	}
-	return members, nil
+	_, err := dec.Token()
+	return members, "", err == io.EOF
 }
 
 // isJSONContentType accepts application/json with at most a utf-8 charset parameter.

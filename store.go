@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"path"
 	"sort"
@@ -200,21 +201,27 @@ func updateRow(ctx context.Context, tx *sql.Tx, q string, args []any, dest ...an
 	return nil
 }
 
-// deleteObject runs a resource's deleteSQL in tx for the company's object id, with the versions an
-// If-Match admits (nil: any). It returns errNotFound, or errPreconditionFailed when the object has
-// another version.
-func deleteObject(ctx context.Context, tx *sql.Tx, q string, companyID, id int64, versions []int64) error {
-	var deleted, existed bool
-	if err := tx.QueryRowContext(ctx, q, companyID, id, versions).Scan(&deleted, &existed); err != nil {
-		return fmt.Errorf("delete %d: %w", id, err)
+// deleteBatch is the most rows a retention DELETE removes, so that none holds its locks for long.
+const deleteBatch = 1000
+
+// deleteInBatches runs del, a DELETE of at most deleteBatch rows of what, at start and then every
+// interval until ctx is done; while it deletes whole batches, again after a second.
+func deleteInBatches(ctx context.Context, log *slog.Logger, what string, interval time.Duration, del func(context.Context) (int64, error)) {
+	for {
+		n, err := del(ctx)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("delete "+what, "err", err)
+		}
+		wait := interval
+		if n == deleteBatch {
+			wait = min(wait, time.Second) // more are due: soon, without hogging the database
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
 	}
-	switch {
-	case deleted:
-		return nil
-	case existed:
-		return errPreconditionFailed
-	}
-	return errNotFound
 }
 
 // refErrors returns fieldErrors naming each reference whose check failed (fields[i] names the field,

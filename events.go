@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"crypto/hmac"
+	"database/sql"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Events (API.md section 11): every change of a contact, business record or organization writes an
+// event in the transaction of the change (recordEvent), and GET /v1/events is a feed of them that a
+// client can follow to its end and resume later without ever missing one.
+//
+// Why the feed is gap-free. Event ids come from a sequence, and transactions commit out of id order:
+// a feed of "id > cursor" would skip an event whose transaction took a lower id and committed after
+// a higher one had been read. So each event records its transaction's id (xid, pg_current_xact_id()),
+// the feed is ordered by (xid, id), and it serves only the events of transactions older than every
+// transaction still running: xid < pg_snapshot_xmin(pg_current_snapshot()). Those transactions have
+// all ended, and every transaction that writes later gets a larger xid, so nothing can ever appear
+// in front of a position already served. The order is that of the transactions' first writes, which
+// for a feed of changes is as good as commit order: each object's events are in the order its
+// changes committed (the row lock orders them). The price: an event shows once every older
+// transaction on the server has ended, usually within milliseconds; a long transaction anywhere
+// delays the feed, and never loses from it.
+
+// eventTypes are the types of events; "contact.*" in a filter names a family.
+var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted",
+	"business.created", "business.updated", "business.deleted",
+	"organization.created", "organization.updated", "organization.deleted"}
+
+type event struct {
+	ID        int64
+	xid       int64
+	Type      string
+	CreatedAt time.Time
+	RequestID string
+	Object    string         // the object as the API returns it, after the change (before, for *.deleted)
+	Previous  sql.NullString // previousAttributes, of an update
+}
+
+func (e *event) scanDest() []any {
+	return []any{&e.ID, &e.xid, &e.Type, &e.CreatedAt, &e.RequestID, &e.Object, &e.Previous}
+}
+
+func (e *event) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, e.ID, 10)
+	b = append(b, `,"type":`...)
+	b = appendString(b, e.Type)
+	b = append(b, `,"createdAt":`...)
+	b = appendTime(b, e.CreatedAt)
+	b = append(b, `,"requestId":`...)
+	b = appendString(b, e.RequestID)
+	b = append(b, `,"data":{"object":`...)
+	b = append(b, e.Object...)
+	if e.Previous.Valid {
+		b = append(b, `,"previousAttributes":`...)
+		b = append(b, e.Previous.String...)
+	}
+	return append(b, "}}"...)
+}
+
+func (e *event) key() int64                     { return e.ID }
+func (e *event) version() int64                 { return 0 }
+func (e *event) sortKey(string) (string, bool)  { return "", false }
+func (e *event) relatedID(string) (int64, bool) { return 0, false }
+
+var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
+	selectSQL: `SELECT id, xid::text::bigint, type, created_at, request_id, object, previous
+		FROM events WHERE company_id = $1`}
+
+// recordEvent writes, in the transaction tx of a change, its event: of type typ, with the object as
+// the API returns it and, for an update, the old values of the fields it changed (else nil).
+func recordEvent(ctx context.Context, tx *sql.Tx, companyID int64, typ, requestID string, object, previous []byte) error {
+	const q = `INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)`
+	_, err := tx.ExecContext(ctx, q, companyID, typ, requestID, string(object),
+		sql.NullString{String: string(previous), Valid: previous != nil})
+	if err != nil {
+		return fmt.Errorf("record event %s: %w", typ, err)
+	}
+	return nil
+}
+
+// previousAttributes returns, of the encoded objects old and v, the members of old whose values v
+// changed, as a JSON object; updatedAt, which every change moves, is left out.
+func previousAttributes(old, v []byte) []byte {
+	was, _, _ := jsonMembers(old)
+	now, _, _ := jsonMembers(v)
+	b := []byte{'{'}
+	for i, m := range was {
+		if m.name == "updatedAt" || string(m.raw) == string(now[i].raw) { // one encoder: the same members in order
+			continue
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(appendString(b, m.name), ':')
+		b = append(b, m.raw...)
+	}
+	return append(b, '}')
+}
+
+// handleEvents answers GET /v1/events: the company's events in feed order (above), with the list
+// shape of section 6 and a nextCursor also on the last page, to resume from. A cursor older than
+// retention is 410: events after it may have been deleted.
+func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Handler {
+	allowed := append(events.lists.params(true), "type")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		q, aerr := queryParams(r, allowed...)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		lq, aerr := events.lists.parse(q)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		if aerr := lq.whereTypes(q["type"]); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		scope := "events\n" + strconv.FormatInt(t.companyID, 10) + "\n" + lq.binding
+		var after feedPos
+		if c, ok := q["cursor"]; ok {
+			if after, aerr = readFeedCursor(c[0], key, scope); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+			if time.Since(time.UnixMilli(after.createdAt)) > retention {
+				writeProblem(w, r, &apiError{Status: http.StatusGone, Code: "cursor_expired",
+					Detail: fmt.Sprintf("The cursor is older than the events are kept (%s); start again without one.", retention)})
+				return
+			}
+		}
+		sqlText, args := lq.feedSQL(t.companyID, after)
+		evs, err := queryAll[event](r.Context(), st, sqlText, args...)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		more := len(evs) > lq.limit
+		evs = evs[:min(len(evs), lq.limit)]
+		b := append(make([]byte, 0, 1024*len(evs)+256), `{"data":[`...)
+		for i := range evs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = evs[i].appendJSON(b)
+		}
+		if len(evs) > 0 {
+			last := evs[len(evs)-1]
+			after = feedPos{xid: last.xid, id: last.ID, createdAt: last.CreatedAt.UnixMilli()}
+		} else {
+			after.createdAt = time.Now().UnixMilli() // nothing was missed up to now
+		}
+		b = append(b, `],"pagination":{"limit":`...)
+		b = strconv.AppendInt(b, int64(lq.limit), 10)
+		b = append(b, `,"hasMore":`...)
+		b = strconv.AppendBool(b, more)
+		b = append(b, `,"nextCursor":`...)
+		b = appendString(b, feedCursor(key, scope, after))
+		writeJSON(w, r, http.StatusOK, append(b, "}}\n"...))
+	})
+}
+
+// whereTypes adds the type filter: each value an event type or a family ("contact.*").
+func (lq *listQuery) whereTypes(values []string) *apiError {
+	var types []string
+	for _, v := range values {
+		family, isFamily := strings.CutSuffix(v, ".*")
+		n := len(types)
+		for _, et := range eventTypes {
+			if et == v || isFamily && strings.HasPrefix(et, family+".") {
+				types = append(types, et)
+			}
+		}
+		if len(types) == n {
+			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.* name their families",
+				v, strings.Join(eventTypes, ", ")))
+		}
+	}
+	if types != nil {
+		slices.Sort(values)
+		lq.where("type = ANY(%s::text[])", types)
+		lq.binding += "type=" + strconv.Quote(strings.Join(values, ",")) + "\n"
+	}
+	return nil
+}
+
+// feedPos is a position in the feed: after the event (xid, id), created at createdAt (Unix ms).
+type feedPos struct{ xid, id, createdAt int64 }
+
+// feedSQL returns the statement of a page of the feed after pos.
+func (lq *listQuery) feedSQL(companyID int64, pos feedPos) (string, []any) {
+	q, args := lq.countSQL(events.selectSQL+` AND xid < pg_snapshot_xmin(pg_current_snapshot())`, companyID)
+	args = append(args, pos.xid, pos.id, lq.limit+1)
+	n := len(args)
+	return q + fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY xid, id LIMIT $%d`, n-2, n-1, n), args
+}
+
+// feedCursor is pos as an opaque cursor, signed like a list's for the company and the filters.
+func feedCursor(key []byte, scope string, pos feedPos) string {
+	payload := binary.AppendUvarint(nil, uint64(pos.xid))
+	payload = binary.AppendUvarint(payload, uint64(pos.id))
+	payload = binary.AppendUvarint(payload, uint64(pos.createdAt))
+	return base64.RawURLEncoding.EncodeToString(append(payload, cursorMAC(key, scope, "", payload)...))
+}
+
+// readFeedCursor reads a cursor of feedCursor for the same scope; anything else is 400.
+func readFeedCursor(s string, key []byte, scope string) (feedPos, *apiError) {
+	bad := badParam("cursor", "is not a cursor of this feed; pass pagination.nextCursor unchanged, with the same filters")
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) < 3+cursorMACSize {
+		return feedPos{}, bad
+	}
+	payload, mac := b[:len(b)-cursorMACSize], b[len(b)-cursorMACSize:]
+	if !hmac.Equal(mac, cursorMAC(key, scope, "", payload)) {
+		return feedPos{}, bad
+	}
+	var v [3]int64
+	for i := range v {
+		n, w := binary.Uvarint(payload)
+		if w <= 0 || n > 1<<62 {
+			return feedPos{}, bad
+		}
+		v[i], payload = int64(n), payload[w:]
+	}
+	if len(payload) != 0 {
+		return feedPos{}, bad
+	}
+	return feedPos{xid: v[0], id: v[1], createdAt: v[2]}, nil
+}
+
+// deleteOldEvents deletes up to a batch of the events older than retention, oldest first through
+// the created_at index, skipping rows another server is deleting; it returns how many it deleted.
+func (s *store) deleteOldEvents(ctx context.Context, retention time.Duration) (int64, error) {
+	const q = `DELETE FROM events WHERE (company_id, id) IN (
+		SELECT company_id, id FROM events WHERE created_at < now() - $1 * interval '1 millisecond'
+		ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+	res, err := s.db.ExecContext(ctx, q, retention.Milliseconds(), deleteBatch)
+	if err != nil {
+		return 0, fmt.Errorf("delete old events: %w", err)
+	}
+	return res.RowsAffected()
+}
