@@ -211,6 +211,22 @@ await step('415: a body that is not application/json', { via: 'lax', method: 'PO
 await step('422: bad fields', { via: 'lax', method: 'POST', path: '/v1/contacts', body: { name: '', email: 'not-an-address', colour: 'red', id: '7' }, want: 422 });
 await step('422: a value with 3 decimals', { via: 'lax', method: 'POST', path: '/v1/business', body: { title: 'Odd', value: 1.005 }, want: 422 });
 
+// Retries and the change feed.
+const keyed = { method: 'POST', path: '/v1/organizations', body: { name: 'Keyed Org' }, headers: { 'idempotency-key': `walk-${Date.now()}` } };
+const first = await step('create with an Idempotency-Key', { ...keyed, want: 201 });
+const again = await step('the same create again: replayed', { ...keyed, want: 201 });
+expect('a replay answers the same object, marked', again?.body?.id === first?.body?.id && again?.headers?.get('idempotent-replayed') === 'true',
+  `ids ${first?.body?.id}, ${again?.body?.id}; Idempotent-Replayed: ${again?.headers?.get('idempotent-replayed')}`);
+await step('422: the key with another body', { ...keyed, via: 'lax', body: { name: 'Other Org' }, want: 422 });
+await step('400: an Idempotency-Key too long', { ...keyed, via: 'lax', headers: { 'idempotency-key': 'k'.repeat(256) }, want: 400 });
+const feed = await step('list events', { path: '/v1/events?limit=5&type=contact.*&type=organization.created', want: 200 });
+const eventId = feed?.body?.data?.[0]?.id ?? 1;
+await step('retrieve an event', { path: `/v1/events/${eventId}`, want: 200 });
+if (feed?.body?.pagination?.nextCursor) {
+  await step('list events, resumed', { path: `/v1/events?limit=5&type=contact.*&type=organization.created&cursor=${q(feed.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('400: an unknown event type', { via: 'lax', path: '/v1/events?type=contact.renamed', want: 400 });
+
 // Paths and methods the document does not have.
 checkProblem('404: another version', await step('404: another version', { via: 'lax', path: '/v2/contacts', want: 404 }), 404);
 const notAllowed = await step('405: a method the path does not have', { via: 'lax', method: 'PUT', path: `/v1/contacts/${cid}`, body: { name: 'x' }, want: 405 });
