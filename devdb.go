@@ -2,15 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -20,34 +19,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 )
 
-// A local PostgreSQL for `rolodex dev` and the tests: started from the server binaries on the
-// machine, under a data folder of its own, on loopback only.
+// A local PostgreSQL for `rolodex dev` and the tests: pg_ctl runs it from the server binaries on the
+// machine, with its data and log in a folder of its own, on loopback only.
 
-const (
-	pgReadyLine    = "database system is ready to accept connections"
-	pgStartTimeout = 30 * time.Second
-	pgStopTimeout  = 10 * time.Second
-	pgLogTailBytes = 4 << 10
-)
-
-// localPG is a PostgreSQL server started by this process.
+// localPG is a PostgreSQL server started by startLocalPG. pg_ctl detaches it from this process: it
+// runs until Stop, even when this process dies.
 type localPG struct {
-	cmd      *exec.Cmd
-	port     int
-	log      *pgLog
-	exited   chan struct{} // closed once cmd.Wait has returned
-	waitErr  error         // what cmd.Wait returned; read only after exited is closed
-	stopOnce sync.Once
-	stopErr  error
+	pgCtl, dir string // the pg_ctl program; the folder of data/ and postgres.log
+	runAs      *pgUser
+	port       int
 }
-
-// pgBinaries are the absolute paths of the PostgreSQL programs; pgCtl may be empty.
-type pgBinaries struct{ initdb, postgres, pgCtl string }
 
 // pgUser is the unprivileged account the server runs as when this process is root: PostgreSQL
 // refuses to run as root.
@@ -56,47 +40,58 @@ type pgUser struct {
 	uid, gid uint32
 }
 
-// startLocalPG starts (initialising on first use) a PostgreSQL server whose data lives in dir/data,
-// listening on 127.0.0.1 on a free port below 32000, with superuser "postgres" and trust auth on
-// loopback only. logw receives the server's log (nil: discarded). fast turns off fsync and the like,
-// for throw-away test clusters. It returns when the server accepts connections; ctx bounds the start
-// only. With no PostgreSQL binaries on the machine, the error says what to install.
-func startLocalPG(ctx context.Context, dir string, logw io.Writer, fast bool) (*localPG, error) {
-	bins, err := findPGBinariesIn(filepath.SplitList(os.Getenv("PATH")), pgVersionedBinDirs())
+// startLocalPG starts (initialising on first use) a PostgreSQL server with its data in dir/data and
+// its log in dir/postgres.log, listening on 127.0.0.1 on a free port below 32000, with superuser
+// "postgres" and trust auth on loopback only. It first stops a server that an earlier, killed run
+// left running on dir. fast turns off fsync and the like, for throw-away test clusters. It returns
+// when the server accepts connections; ctx bounds the start only. With no PostgreSQL binaries on the
+// machine, the error says what to install.
+func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) {
+	pgCtl, err := findPGCtl(filepath.SplitList(os.Getenv("PATH")),
+		"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin", "/usr/local/opt/postgresql*/bin", "/opt/homebrew/opt/postgresql*/bin")
 	if err != nil {
 		return nil, err
 	}
-	if dir, err = filepath.Abs(dir); err != nil { // the children run in dir: every path must be absolute
+	if dir, err = filepath.Abs(dir); err != nil { // the programs run in dir: every path must be absolute
 		return nil, err
 	}
-	runAs, err := pgRunAs()
-	if err != nil {
+	p := &localPG{pgCtl: pgCtl, dir: dir}
+	if p.runAs, err = pgRunAs(); err != nil {
 		return nil, err
 	}
-	if err := preparePGDir(dir, runAs); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	dataDir := filepath.Join(dir, "data")
-	if err := initPGData(ctx, bins, dir, dataDir, runAs, fast); err != nil {
+	if p.runAs != nil {
+		if blocked := p.runAs.blockedAncestor(filepath.Dir(dir)); blocked != "" {
+			return nil, fmt.Errorf("PostgreSQL runs as user %s, who cannot enter %s: make it searchable (chmod o+x) or use another folder", p.runAs.name, blocked)
+		}
+		// Hand the user the folder, its log and its data (made by root or another account, say),
+		// leaving any error to initdb or the server to report.
+		uid, gid := int(p.runAs.uid), int(p.runAs.gid)
+		os.Lchown(dir, uid, gid)
+		os.Lchown(filepath.Join(dir, "postgres.log"), uid, gid)
+		filepath.WalkDir(filepath.Join(dir, "data"), func(path string, _ fs.DirEntry, _ error) error {
+			os.Lchown(path, uid, gid)
+			return nil
+		})
+	}
+	if err := p.initdb(ctx, fast); err != nil {
 		return nil, err
 	}
-	if bins.pgCtl != "" && pgPIDFileLive(filepath.Join(dataDir, "postmaster.pid")) {
-		// A server left running by an earlier run that was killed: stop it (errors do not matter,
-		// PostgreSQL itself clears a pid file whose process is gone).
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		cmd := exec.CommandContext(sctx, bins.pgCtl, "-D", dataDir, "stop", "-m", "fast", "-w", "-t", "20")
-		configurePGChild(cmd, dir, runAs)
-		cmd.Run()
-		cancel()
+	// A server left running by an earlier run that was killed. After a container restart its pid is
+	// often this process's own, or its parent's: pg_ctl status believes neither (this one is its parent).
+	if p.pidFileLine(0) != strconv.Itoa(os.Getppid()) && p.ctl(ctx, "status").Run() == nil {
+		p.ctl(ctx, "stop", "-m", "fast").Run()
 	}
-	if logw == nil {
-		logw = io.Discard
-	}
-	p, err := launchPG(ctx, bins, dir, runAs, logw, fast)
+	err = p.start(ctx, fast)
 	if err != nil && strings.Contains(err.Error(), "Address already in use") {
-		p, err = launchPG(ctx, bins, dir, runAs, logw, fast) // another process took the port meanwhile
+		err = p.start(ctx, fast) // another process took the port meanwhile
 	}
-	return p, err
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // URL returns a connection URL for database dbname on this server.
@@ -104,127 +99,87 @@ func (p *localPG) URL(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, url.PathEscape(dbname))
 }
 
-// Stop shuts the server down (fast mode) and waits for it to exit; later calls return the first's result.
+// Stop shuts the server down (fast mode) and waits for it to exit. It does nothing when the server
+// is gone already: stopped, or replaced by a later start on the same folder.
 func (p *localPG) Stop() error {
-	p.stopOnce.Do(func() {
-		// SIGINT is PostgreSQL's "fast" shutdown: abort sessions, checkpoint, exit.
-		p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.exited:
-		case <-time.After(pgStopTimeout):
-			p.cmd.Process.Kill()
-			<-p.exited
-			p.stopErr = fmt.Errorf("stop postgres: no shutdown within %v, killed it; log:\n%s", pgStopTimeout, p.log.tail())
-			return
-		}
-		if p.waitErr != nil {
-			p.stopErr = fmt.Errorf("postgres exited: %w; log:\n%s", p.waitErr, p.log.tail())
-		}
-	})
-	return p.stopErr
-}
-
-// launchPG starts the postgres process on a free port and waits until it is ready.
-func launchPG(ctx context.Context, bins pgBinaries, dir string, runAs *pgUser, logw io.Writer, fast bool) (*localPG, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", "",
-		"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
-		"-c", "logging_collector=off"} // the log stays on stderr, so in logw
-	if fast {
-		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
-	}
-	p := &localPG{port: port, log: &pgLog{w: logw}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bins.postgres, args...)
-	configurePGChild(p.cmd, dir, runAs)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.WaitDelay = 2 * time.Second // backends inherit the log pipe: do not wait on them
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres%s: %w", runAs.describe(dir), err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	timeout := time.After(pgStartTimeout)
-	for !p.log.sawReady() {
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("postgres exited during start-up (%v); log:\n%s", p.waitErr, p.log.tail())
-		case <-ctx.Done():
-			p.Stop()
-			return nil, fmt.Errorf("waiting for postgres to start: %w", ctx.Err())
-		case <-timeout:
-			p.Stop()
-			return nil, fmt.Errorf("postgres not ready after %v; log:\n%s", pgStartTimeout, p.log.tail())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return p, nil
-}
-
-// freePort returns a port that is free on 127.0.0.1, below the ephemeral range (32768 and up on
-// Linux): there a retrying client can connect to itself on the port and keep a restarted server from
-// binding it.
-func freePort() (int, error) {
-	var b [2]byte
-	for range 100 {
-		rand.Read(b[:])
-		port := 20000 + int(binary.BigEndian.Uint16(b[:]))%12000
-		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("find free port: none free below 32000")
-}
-
-// initPGData runs initdb unless dataDir already holds a cluster. Text sorts by code point
-// (collation C); lower() and ILIKE know Unicode case (ctype C.UTF-8) where the system has it.
-func initPGData(ctx context.Context, bins pgBinaries, dir, dataDir string, runAs *pgUser, fast bool) error {
-	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
+	if p.pidFileLine(3) != strconv.Itoa(p.port) {
 		return nil
 	}
+	if out, err := p.ctl(context.Background(), "stop", "-m", "fast", "-t", "30").CombinedOutput(); err != nil {
+		p.ctl(context.Background(), "stop", "-m", "immediate").Run()
+		return fmt.Errorf("stop postgres: %w: %s\nlog:\n%s", err, bytes.TrimSpace(out), p.logTail())
+	}
+	return nil
+}
+
+// start has pg_ctl start the server and wait until it accepts connections. The port is below the
+// ephemeral range (32768 and up on Linux): there a retrying client can connect to itself on the port
+// and keep a restarted server from binding it.
+func (p *localPG) start(ctx context.Context, fast bool) error {
+	for range 100 {
+		p.port = 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port)); err == nil {
+			l.Close()
+			break
+		}
+	}
+	// logging_collector=off: some distributions turn it on, and the log must stay in postgres.log.
+	opts := "-p " + strconv.Itoa(p.port) + " -k '' -c listen_addresses=127.0.0.1 -c max_connections=200 -c logging_collector=off"
+	if fast {
+		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+	}
+	out, err := p.ctl(ctx, "start", "-w", "-t", "30", "-l", filepath.Join(p.dir, "postgres.log"), "-o", opts).CombinedOutput()
+	if err != nil {
+		p.ctl(context.Background(), "stop", "-m", "immediate").Run() // pg_ctl may have given up on a server still starting
+		return fmt.Errorf("start postgres: %w: %s\nlog:\n%s", cmp.Or(ctx.Err(), err), bytes.TrimSpace(out), p.logTail())
+	}
+	return nil
+}
+
+// initdb creates the cluster in dir/data unless it is there. Text sorts by code point (collation C);
+// lower() and ILIKE know Unicode case (ctype C.UTF-8) where the system has it.
+func (p *localPG) initdb(ctx context.Context, fast bool) error {
+	if _, err := os.Stat(filepath.Join(p.dir, "data", "PG_VERSION")); err == nil {
+		return nil
+	}
+	var out []byte
 	var err error
 	for _, ctype := range []string{"C.UTF-8", "C"} {
-		args := []string{"-D", dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--lc-ctype=" + ctype}
+		opts := "-U postgres --auth=trust -E UTF8 --locale=C --lc-ctype=" + ctype
 		if fast {
-			args = append(args, "--no-sync")
+			opts += " --no-sync"
 		}
-		cmd := exec.CommandContext(ctx, bins.initdb, args...)
-		configurePGChild(cmd, dir, runAs)
-		out, cerr := cmd.CombinedOutput()
-		if cerr == nil {
+		if out, err = p.ctl(ctx, "initdb", "-o", opts).CombinedOutput(); err == nil {
 			return nil
 		}
-		err = fmt.Errorf("initdb%s: %w: %s", runAs.describe(dir), cerr, out)
 	}
-	return err
+	return fmt.Errorf("initdb: %w: %s", err, bytes.TrimSpace(out))
 }
 
-// pgPIDFileLive reports whether the pid in a postmaster.pid names a live process other than this one
-// (after a container restart the old pid is often this process's own).
-func pgPIDFileLive(path string) bool {
-	b, err := os.ReadFile(path)
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, perr := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil || perr != nil || pid <= 0 || pid == os.Getpid() || pid == os.Getppid() {
-		return false
+// ctl returns the command running pg_ctl with args on the data folder, in dir (PostgreSQL's programs
+// fail in a working folder their user cannot enter) and, when this process is root, as the server's user.
+func (p *localPG) ctl(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, p.pgCtl, append([]string{"-D", filepath.Join(p.dir, "data")}, args...)...)
+	cmd.Dir = p.dir
+	if p.runAs != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: p.runAs.uid, Gid: p.runAs.gid}}
 	}
-	err = syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return cmd
 }
 
-// configurePGChild sets the working folder, HOME and, when root, the unprivileged user of a
-// PostgreSQL program (initdb and postgres stat both; root's are not reachable by that user).
-func configurePGChild(cmd *exec.Cmd, dir string, runAs *pgUser) {
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+dir)
-	if runAs != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: runAs.uid, Gid: runAs.gid}}
+// pidFileLine returns line n of the server's postmaster.pid (0: its pid, 3: its port), or "".
+func (p *localPG) pidFileLine(n int) string {
+	b, _ := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))
+	if lines := strings.Split(string(b), "\n"); n < len(lines) {
+		return lines[n]
 	}
+	return ""
+}
+
+// logTail returns the last few KiB of the server's log, for error messages.
+func (p *localPG) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(p.dir, "postgres.log"))
+	return string(bytes.TrimSpace(b[max(0, len(b)-4<<10):]))
 }
 
 // pgRunAs returns the account to run the server as: nil (this process's) unless this is root.
@@ -233,188 +188,64 @@ func pgRunAs() (*pgUser, error) {
 		return nil, nil
 	}
 	for _, name := range []string{"postgres", "nobody"} {
-		u, err := osuser.Lookup(name)
-		if err != nil {
-			continue
-		}
-		uid, uerr := strconv.ParseUint(u.Uid, 10, 32)
-		gid, gerr := strconv.ParseUint(u.Gid, 10, 32)
-		if uerr == nil && gerr == nil {
+		if u, err := osuser.Lookup(name); err == nil {
+			uid, _ := strconv.ParseUint(u.Uid, 10, 32) // numbers on Unix
+			gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 			return &pgUser{name: name, uid: uint32(uid), gid: uint32(gid)}, nil
 		}
 	}
 	return nil, errors.New(`running as root and neither user "postgres" nor "nobody" exists; PostgreSQL refuses to run as root`)
 }
 
-// describe names the user in error messages, and a parent of dir it cannot enter, which shows up
-// only as a confusing fork/exec EACCES.
-func (u *pgUser) describe(dir string) string {
-	if u == nil {
-		return ""
-	}
-	if blocked := u.blockedAncestor(dir); blocked != "" {
-		return fmt.Sprintf(" (as user %s, who cannot enter %s: make it searchable, e.g. chmod o+x)", u.name, blocked)
-	}
-	return " (as user " + u.name + ")"
-}
-
-// blockedAncestor returns the first of dir and its parents that u may not search, or "".
+// blockedAncestor returns the first of dir and its parents but / that u may not search, or "".
 func (u *pgUser) blockedAncestor(dir string) string {
-	for d := dir; ; d = filepath.Dir(d) {
-		if info, err := os.Stat(d); err == nil {
-			st, _ := info.Sys().(*syscall.Stat_t)
-			perm := info.Mode().Perm()
-			if st != nil && !(st.Uid == u.uid && perm&0o100 != 0 || st.Gid == u.gid && perm&0o010 != 0 || perm&0o001 != 0) {
-				return d
-			}
-		}
-		if d == filepath.Dir(d) {
-			return ""
-		}
-	}
-}
-
-// preparePGDir creates dir and, when running as root, hands it and its data (made by another account,
-// say) to the server's user.
-func preparePGDir(dir string, runAs *pgUser) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("postgres dir: %w", err)
-	}
-	if runAs == nil {
-		return nil
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return fmt.Errorf("postgres dir: %w", err)
-	}
-	if err := os.Chown(dir, int(runAs.uid), int(runAs.gid)); err != nil {
-		return fmt.Errorf("postgres dir: %w", err)
-	}
-	dataDir := filepath.Join(dir, "data")
-	if info, err := os.Stat(dataDir); err != nil || info.Sys().(*syscall.Stat_t).Uid == runAs.uid {
-		return nil // no data yet, or the user's already
-	}
-	err := filepath.WalkDir(dataDir, func(path string, _ fs.DirEntry, err error) error {
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		info, err := os.Stat(d)
 		if err != nil {
-			return err
+			continue
 		}
-		return os.Lchown(path, int(runAs.uid), int(runAs.gid))
-	})
-	if err != nil {
-		return fmt.Errorf("chown postgres dir: %w", err)
-	}
-	return nil
-}
-
-// findPGBinariesIn looks for initdb and postgres on the PATH (pathDirs) first, then in installDirs.
-func findPGBinariesIn(pathDirs, installDirs []string) (pgBinaries, error) {
-	b := pgBinaries{initdb: findExecutable(pathDirs, "initdb"), postgres: findExecutable(pathDirs, "postgres")}
-	if b.initdb != "" && b.postgres != "" {
-		// PATH often holds only links; pg_ctl is beside the real postgres.
-		dirs := []string{filepath.Dir(b.postgres)}
-		if real, err := filepath.EvalSymlinks(b.postgres); err == nil {
-			dirs = append([]string{filepath.Dir(real)}, dirs...)
-		}
-		b.pgCtl = findExecutable(dirs, "pg_ctl")
-		return b, nil
-	}
-	for _, dir := range installDirs {
-		d := []string{dir}
-		b := pgBinaries{initdb: findExecutable(d, "initdb"), postgres: findExecutable(d, "postgres"), pgCtl: findExecutable(d, "pg_ctl")}
-		if b.initdb != "" && b.postgres != "" {
-			return b, nil
-		}
-	}
-	return pgBinaries{}, errors.New(`no PostgreSQL server binaries found (initdb, postgres): ` +
-		`install them with "sudo apt-get install postgresql" (Debian/Ubuntu) or set DATABASE_URL`)
-}
-
-// findExecutable returns the path of the first executable file called name in dirs, or "".
-func findExecutable(dirs []string, name string) string {
-	for _, dir := range dirs {
-		if !filepath.IsAbs(dir) {
-			continue // a relative PATH entry would resolve against the child's working folder
-		}
-		path := filepath.Join(dir, name)
-		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
-			return path
+		st, perm := info.Sys().(*syscall.Stat_t), info.Mode().Perm()
+		if !(st.Uid == u.uid && perm&0o100 != 0 || st.Gid == u.gid && perm&0o010 != 0 || perm&0o001 != 0) {
+			return d
 		}
 	}
 	return ""
 }
 
-// pgVersionedBinDirs lists the server bin folders of the usual packages (Debian's, the PGDG's,
-// Homebrew's), highest version first.
-func pgVersionedBinDirs() []string {
-	var dirs []string
-	for _, pattern := range []string{"/usr/lib/postgresql/*/bin", "/usr/pgsql-*/bin",
-		"/usr/local/opt/postgresql*/bin", "/opt/homebrew/opt/postgresql*/bin"} {
+// findPGCtl returns the path of pg_ctl (which finds initdb and postgres beside its real self) in the
+// first absolute folder holding it: of pathDirs, else of the folders matching installPatterns (the server bin
+// folders of the usual packages) by version, highest first: .../10/bin before .../9.6/bin.
+func findPGCtl(pathDirs []string, installPatterns ...string) (string, error) {
+	var installDirs []string
+	for _, pattern := range installPatterns {
 		matches, _ := filepath.Glob(pattern)
-		dirs = append(dirs, matches...)
+		installDirs = append(installDirs, matches...)
 	}
-	sortPGDirsByVersion(dirs)
-	return dirs
-}
-
-// sortPGDirsByVersion sorts .../<version>/bin folders by numeric version, highest first (10 before 9.6).
-func sortPGDirsByVersion(dirs []string) {
-	slices.SortStableFunc(dirs, func(a, b string) int { return slices.Compare(pgDirVersion(b), pgDirVersion(a)) })
-}
-
-// pgDirVersion parses the version in the parent of a bin folder: "15", "pgsql-9.6", "postgresql@16".
-func pgDirVersion(binDir string) []int {
-	name := strings.TrimLeftFunc(filepath.Base(filepath.Dir(binDir)), func(r rune) bool { return r < '0' || r > '9' })
-	var version []int
-	for _, part := range strings.Split(name, ".") {
-		n, err := strconv.Atoi(part)
-		if err != nil {
-			break
+	// A version is the numbers in the name of the bin folder's parent: "15", "pgsql-9.6", "postgresql@16".
+	version := func(dir string) []int {
+		var v []int
+		for _, f := range strings.FieldsFunc(filepath.Base(filepath.Dir(dir)), func(r rune) bool { return r < '0' || r > '9' }) {
+			n, _ := strconv.Atoi(f)
+			v = append(v, n)
 		}
-		version = append(version, n)
+		return v
 	}
-	return version
-}
-
-// pgLog forwards the server's log to w, keeps its tail for error messages and spots the ready line.
-type pgLog struct {
-	w     io.Writer
-	mu    sync.Mutex
-	buf   []byte
-	ready bool
-}
-
-func (l *pgLog) Write(b []byte) (int, error) {
-	l.w.Write(b) // never fail: exec would stop draining the pipe and the server would block on it
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, b...)
-	l.ready = l.ready || bytes.Contains(l.buf, []byte(pgReadyLine))
-	if n := len(l.buf); n > pgLogTailBytes {
-		l.buf = append(l.buf[:0], l.buf[n-pgLogTailBytes:]...)
+	slices.SortStableFunc(installDirs, func(a, b string) int { return slices.Compare(version(b), version(a)) })
+	for _, dir := range slices.Concat(pathDirs, installDirs) {
+		// A relative PATH entry would resolve against the programs' working folder.
+		if path, err := exec.LookPath(filepath.Join(dir, "pg_ctl")); err == nil && filepath.IsAbs(dir) {
+			return path, nil
+		}
 	}
-	return len(b), nil
-}
-
-func (l *pgLog) sawReady() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ready
-}
-
-// tail returns the last few KiB of the log.
-func (l *pgLog) tail() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.TrimSpace(string(l.buf))
+	return "", errors.New(`no PostgreSQL server binaries found (pg_ctl, initdb, postgres): ` +
+		`install them with "sudo apt-get install postgresql" (Debian/Ubuntu) or set DATABASE_URL`)
 }
 
 // reachableDataDir returns dir, or, when running as root and the server's user cannot enter dir's
 // parents (a checkout under /root, say), a folder of this checkout's own under the temp folder, which
 // it can; the second result reports the move.
 func reachableDataDir(dir string) (string, bool) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return dir, false
-	}
+	abs, _ := filepath.Abs(dir)
 	runAs, err := pgRunAs()
 	if err != nil || runAs == nil || runAs.blockedAncestor(filepath.Dir(abs)) == "" {
 		return dir, false

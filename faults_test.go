@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -31,7 +30,7 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	pg, err := startLocalPG(ctx, dir, io.Discard, false) // fsync on: a commit is a commit
+	pg, err := startLocalPG(ctx, dir, false) // fsync on: a commit is a commit
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +124,7 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	during503 := lr.byStatus[http.StatusServiceUnavailable]
 	lr.mu.Unlock()
 
-	pg, err = startLocalPG(ctx, dir, io.Discard, false)
+	pg, err = startLocalPG(ctx, dir, false)
 	if err != nil {
 		t.Fatalf("restart postgres: %v", err)
 	}

@@ -92,7 +92,7 @@ func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	pg, err := startLocalPG(ctx, dir, io.Discard, true)
+	pg, err := startLocalPG(ctx, dir, true)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

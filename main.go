@@ -506,16 +506,8 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
 		*dir = moved
 	}
-	if err := os.MkdirAll(*dir, 0o755); err != nil {
-		return err
-	}
-	pglog, err := os.OpenFile(filepath.Join(*dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer pglog.Close()
-	fmt.Fprintf(stdout, "starting PostgreSQL in %s (log: %s)\n", *dir, pglog.Name())
-	pg, err := startLocalPG(ctx, *dir, pglog, false)
+	fmt.Fprintf(stdout, "starting PostgreSQL in %s (log: %s)\n", *dir, filepath.Join(*dir, "postgres.log"))
+	pg, err := startLocalPG(ctx, *dir, false)
 	if err != nil {
 		return err
 	}
