@@ -3,6 +3,7 @@
 // PostgreSQL of its own, kept in BENCH_DIR for the next run; runs wrk on each scenario against each
 // server for ROUNDS rounds; and writes the medians to bench/RESULTS.md. Without BASELINE, each
 // scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves.
+// events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -52,7 +54,13 @@ var scenarios = []scenario{
 	{"create+key", "POST", "/v1/contacts", createBody, true},
 	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, false},
 	{"patch+key", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, true},
+	{"events100", "GET", "/v1/events?limit=100", "", false},
 }
+
+// feedSQL is the statement of a first page of GET /v1/events (feedSQL in events.go, limit 100):
+// pgbench runs it with $1 the company, $2 and $3 0 (the start), $4 101.
+const feedSQL = `SELECT id, xid::text::bigint, type, created_at, request_id, object, previous
+		FROM events WHERE company_id = $1 AND xid < pg_snapshot_xmin(pg_current_snapshot()) AND (xid, id) > ($2::bigint::text::xid8, $3) ORDER BY xid, id LIMIT $4`
 
 // healthz is the HTTP stack's ceiling: the baseline when there is no baseline binary.
 var healthz = scenario{"/healthz", "GET", "/healthz", "", false}
@@ -142,25 +150,39 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 		return s
 	}
-	// One request of each first, as a scenario answering 4xx or 5xx would measure error pages; then
-	// an untimed second of each, so that the first round does not pay for cold caches.
+	// One request of each first, as a scenario answering 4xx or 5xx would measure error pages (one
+	// that only the baseline answers 404 is newer than it, and is left out); then an untimed second
+	// of each, so that the first round does not pay for cold caches.
 	script := filepath.Join(root, "bench", "wrk.lua")
-	for i, base := range bases {
-		for _, s := range cfg.scenarios {
-			if err := check(ctx, base, c, load(i, s)); err != nil {
+	var picked []scenario
+	var notes []string
+next:
+	for _, s := range cfg.scenarios {
+		for i, base := range bases {
+			status, err := check(ctx, base, c, load(i, s))
+			if status == http.StatusNotFound && names[i] == "baseline" {
+				notes = append(notes, s.name+": not run, the baseline has no such endpoint")
+				fmt.Fprintln(stdout, notes[len(notes)-1])
+				continue next
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %w", names[i], err)
 			}
+		}
+		for i, base := range bases {
 			if _, err := runWrk(ctx, script, base, c, load(i, s), 1); err != nil {
 				return err
 			}
 		}
+		picked = append(picked, s)
 	}
 	// Each round runs every scenario on both targets back to back, in alternating order, so that
 	// a noisy neighbour on the machine hits both alike.
-	results := make([][2][]result, len(cfg.scenarios)) // [scenario][target][round]
+	results := make([][2][]result, len(picked)) // [scenario][target][round]
+	var tps []float64                           // pgbench's, a round each
 	for round := range cfg.rounds {
 		fmt.Fprintf(stdout, "round %d of %d\n", round+1, cfg.rounds)
-		for j, s := range cfg.scenarios {
+		for j, s := range picked {
 			for _, i := range [][]int{{0, 1}, {1, 0}}[round%2] {
 				r, err := runWrk(ctx, script, bases[i], c, load(i, s), cfg.seconds)
 				if err != nil {
@@ -169,9 +191,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f req/s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p99)), r.errors)
 				results[j][i] = append(results[j][i], r)
 			}
+			if s.name == "events100" {
+				t, err := runPgbench(ctx, pg.cmd.Path, tmp, dbURL, c, cfg.seconds)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f tps\n", s.name, "pgbench", t)
+				tps = append(tps, t)
+			}
 		}
 	}
-	report := header(ctx, cfg, revs, dbURL) + table(cfg.scenarios, names[1], results)
+	if tps != nil {
+		j := slices.IndexFunc(picked, func(s scenario) bool { return s.name == "events100" })
+		n, t := median(results[j][0], func(r result) float64 { return r.rps }), middle(tps)
+		notes = append(notes, fmt.Sprintf("events100 against pgbench running its SQL (-c32 -j2 -M prepared): %.0f req/s / %.0f tps = %.2f", n, t, n/t))
+	}
+	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
+	for _, n := range notes {
+		report += "\n" + n + "\n"
+	}
 	fmt.Fprintf(stdout, "\n%s\nbench took %s\n", report, time.Since(start).Round(time.Second))
 	return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
 }
@@ -205,7 +243,11 @@ func parseConfig(getenv func(string) string) (config, error) {
 		for name := range strings.SplitSeq(only, ",") {
 			i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
 			if i < 0 {
-				return cfg, fmt.Errorf("BENCH_ONLY: no scenario %q (retrieve, retrieve+5, list100, list100+5, create, patch)", name)
+				var names []string
+				for _, s := range scenarios {
+					names = append(names, s.name)
+				}
+				return cfg, fmt.Errorf("BENCH_ONLY: no scenario %q (%s)", name, strings.Join(names, ", "))
 			}
 			cfg.scenarios = append(cfg.scenarios, scenarios[i])
 		}
@@ -371,7 +413,7 @@ func startPostgres(ctx context.Context, dir string) (*proc, string, error) {
 }
 
 // loadVersion names the data that loadSQL makes; a cached load of another version is reloaded.
-const loadVersion = 2
+const loadVersion = 3
 
 // Rows per company besides the contacts: 50 users (and the admin), 500 organizations, and one
 // business record for every 5 contacts.
@@ -379,7 +421,8 @@ const users, organizations, businessPerContact = 50, 500, 5
 
 // loadSQL fills company $1 with $2 rows each of users, organizations, contacts (each with an
 // organization, country, stage, assigned user and creator, so that every expansion finds an
-// object) and business records. Values follow from the row number: every load is the same.
+// object), business records and events: the contact.created of each contact, its object the
+// contact as the API shows it. Values follow from the row number: every load is the same.
 var loadSQL = []string{
 	`INSERT INTO users (company_id, name, surname, email)
 	 SELECT $1, 'User ' || g, 'Bench', 'user' || g || '@example.com' FROM generate_series(1, $2) AS g`,
@@ -404,6 +447,16 @@ var loadSQL = []string{
 	     (SELECT default_currency_id FROM companies WHERE id = $1), u.ids[1 + g % cardinality(u.ids)],
 	     u.ids[1 + g / 7 % cardinality(u.ids)], b.id, s.ids[1 + g % cardinality(s.ids)], g
 	 FROM generate_series(1, $2) AS g, u, o, b, s`,
+	`INSERT INTO events (company_id, type, created_at, request_id, object)
+	 SELECT $1, 'contact.created', c.created_at, 'bench', row_to_json(o)::text
+	 FROM contacts AS c, LATERAL (SELECT c.id::text AS id, c.name, c.surname, c.dni, c.job_title AS "jobTitle", c.email,
+	     c.secondary_email AS "secondaryEmail", c.phone, c.mobile_phone AS "mobilePhone", c.url_avatar AS "urlAvatar",
+	     c.address, c.city, c.with_sales AS "withSales", c.country_id AS "countryId", c.classification,
+	     c.stage_id AS "stageId", c.organization_id AS "organizationId", c.assigned_to_id AS "assignedToId",
+	     c.user_creator_id AS "userCreatorId",
+	     to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "createdAt",
+	     to_char(c.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS "updatedAt") AS o
+	 WHERE c.company_id = $1 ORDER BY c.id LIMIT $2`,
 }
 
 // prepareData makes sure the database rolodex holds cfg.contacts contacts per company, and returns
@@ -424,12 +477,14 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 	defer func() { db.Close() }()
 	const qCached = `SELECT company_id, api_key, lo, hi FROM bench_load WHERE contacts = $1 AND version = $2`
 	if db.QueryRowContext(ctx, qCached, cfg.contacts, loadVersion).Scan(&c.ID, &c.Key, &c.lo, &c.hi) == nil {
-		// The contacts that earlier runs created go, so that every run starts from the same rows.
-		const qClean = `DELETE FROM contacts WHERE company_id = $1 AND id > $2`
+		// The contacts and events that earlier runs created go, so that every run starts from the
+		// same rows.
+		const qClean = `WITH e AS (DELETE FROM events WHERE request_id <> 'bench')
+			DELETE FROM contacts WHERE company_id = $1 AND id > $2`
 		if _, err := db.ExecContext(ctx, qClean, c.ID, c.hi); err != nil {
 			return c, url, err
 		}
-		_, err := db.ExecContext(ctx, `VACUUM ANALYZE contacts`)
+		_, err := db.ExecContext(ctx, `VACUUM ANALYZE contacts, events`)
 		return c, url, err
 	}
 	db.Close()
@@ -455,7 +510,7 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 	// The secondary indexes are built once after the load rather than row by row: at a million
 	// contacts, minutes sooner.
 	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
-		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass) AND NOT indisprimary`
+		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass) AND NOT indisprimary`
 	var indexes, names string
 	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
 		return c, url, err
@@ -464,7 +519,7 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 		return c, url, err
 	}
 	for k := range cs {
-		for i, n := range []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact} {
+		for i, n := range []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact, cfg.contacts} {
 			if _, err := db.ExecContext(ctx, loadSQL[i], cs[k].ID, n); err != nil {
 				return c, url, fmt.Errorf("load company %d: %w\n%s", cs[k].ID, err, loadSQL[i])
 			}
@@ -488,9 +543,10 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
-// startServer starts `bin serve` on a free loopback port without rate limits, its log in logPath,
-// and returns once GET /healthz answers 200: a server listens once it has migrated. (Not /readyz:
-// before 133c224 it refused a database migrated past the binary's schema, as a baseline's is.)
+// startServer starts `bin serve` on a free loopback port without rate limits and with events kept
+// for 100 years (the loaded ones date from 2025), its log in logPath, and returns once GET /healthz
+// answers 200: a server listens once it has migrated. (Not /readyz: before 133c224 it refused a
+// database migrated past the binary's schema, as a baseline's is.)
 func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
@@ -499,7 +555,7 @@ func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string
 	base := fmt.Sprint("http://127.0.0.1:", port)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, fmt.Sprint("ROLODEX_ADDR=127.0.0.1:", port),
-		"ROLODEX_RATE_LIMIT=0", "ROLODEX_AUTH_FAILURE_LIMIT=0")
+		"ROLODEX_RATE_LIMIT=0", "ROLODEX_AUTH_FAILURE_LIMIT=0", "ROLODEX_EVENT_RETENTION=876000h")
 	p, err := startProc(ctx, cmd, logPath, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
 		resp, err := client.Do(req)
@@ -511,8 +567,9 @@ func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string
 	return p, base, err
 }
 
-// check sends s once, for the company's first contact, and fails unless the answer is 2xx.
-func check(ctx context.Context, base string, c company, s scenario) error {
+// check sends s once, for the company's first contact, and fails unless the answer is 2xx; it
+// returns the answer's status.
+func check(ctx context.Context, base string, c company, s scenario) (int, error) {
 	var body io.Reader
 	if s.body != "" {
 		body = strings.NewReader(strings.ReplaceAll(s.body, "{rand}", "1"))
@@ -520,7 +577,7 @@ func check(ctx context.Context, base string, c company, s scenario) error {
 	path := strings.ReplaceAll(s.path, "{id}", strconv.FormatInt(c.lo, 10))
 	req, err := http.NewRequestWithContext(ctx, s.method, base+path, body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("x-api-key", c.Key)
 	if body != nil {
@@ -528,14 +585,14 @@ func check(ctx context.Context, base string, c company, s scenario) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("scenario %s: %s %s answered %s: %s", s.name, s.method, path, resp.Status, b)
+		return resp.StatusCode, fmt.Errorf("scenario %s: %s %s answered %s: %s", s.name, s.method, path, resp.Status, b)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 var (
@@ -566,6 +623,37 @@ func runWrk(ctx context.Context, script, base string, c company, s scenario, sec
 	return r, nil
 }
 
+var pgbenchTPS = regexp.MustCompile(`\ntps = ([0-9.]+) \((?:without|excluding)`)
+
+// runPgbench runs feedSQL for c's first page of events with pgbench at wrk's concurrency for
+// seconds, its script in dir, and returns its transactions a second. pgbench is beside the file
+// postgres, which the PATH may only have a link to.
+func runPgbench(ctx context.Context, postgres, dir, dbURL string, c company, seconds int) (float64, error) {
+	postgres, err := filepath.EvalSymlinks(postgres)
+	if err != nil {
+		return 0, err
+	}
+	script := filepath.Join(dir, "events100.sql")
+	q := strings.NewReplacer("$1", strconv.FormatInt(c.ID, 10), "$2", "0", "$3", "0", "$4", "101").Replace(feedSQL)
+	if err := os.WriteFile(script, []byte(q+";\n"), 0o644); err != nil {
+		return 0, err
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return 0, err
+	}
+	out, err := runCmd(ctx, "", nil, filepath.Join(filepath.Dir(postgres), "pgbench"), "-n", "-c32", "-j2", fmt.Sprint("-T", seconds), "-M", "prepared", "-f", script,
+		"-h", u.Hostname(), "-p", u.Port(), "-U", u.User.Username(), strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		return 0, err
+	}
+	m := pgbenchTPS.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no tps in pgbench's report:\n%s", out)
+	}
+	return strconv.ParseFloat(m[1], 64)
+}
+
 // header describes the run: when, on what machine, what against what, the command and the data.
 func header(ctx context.Context, cfg config, revs []string, dbURL string) string {
 	pgVersion := "?"
@@ -584,7 +672,7 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
 		"- New: `%s` (the working tree). Baseline: %s.\n- Command: `%s`\n"+
-		"- Data: 2 companies, each of %d contacts, %d business records, %d organizations, %d users; requests use the first.\n"+
+		"- Data: 2 companies, each of %d contacts (and the contact.created event of each), %d business records, %d organizations, %d users; requests use the first.\n"+
 		"- Load: wrk -t2 -c32 for %ds per scenario and target, back to back in alternating order; rounds: %d; medians.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), float64(kib)/(1<<20), runtime.GOOS, runtime.GOARCH,
 		runtime.Version(), pgVersion, revs[0], baseline, cfg.command, cfg.contacts, cfg.contacts/businessPerContact,
