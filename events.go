@@ -205,12 +205,15 @@ func (lq *listQuery) whereTypes(values []string) *apiError {
 // feedPos is a position in the feed: after the event (xid, id), created at createdAt (Unix ms).
 type feedPos struct{ xid, id, createdAt int64 }
 
-// feedSQL returns the statement of a page of the feed after pos.
+// feedSQL returns the statement of a page of the feed after pos. It orders by the columns
+// (events.xid), not by the bigint that the select list also names xid: that order the events_feed
+// index serves, where sorting the output column cost a scan and sort of the company's events
+// (15.7 ms against 0.15 ms at 20,000 events, EXPLAIN ANALYZE).
 func (lq *listQuery) feedSQL(companyID int64, pos feedPos) (string, []any) {
 	q, args := lq.countSQL(events.selectSQL+` AND xid < pg_snapshot_xmin(pg_current_snapshot())`, companyID)
 	args = append(args, pos.xid, pos.id, lq.limit+1)
 	n := len(args)
-	return q + fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY xid, id LIMIT $%d`, n-2, n-1, n), args
+	return q + fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY events.xid, events.id LIMIT $%d`, n-2, n-1, n), args
 }
 
 // feedCursor is pos as an opaque cursor, signed like a list's for the company and the filters.
