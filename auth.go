@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,89 +34,19 @@ const maxCachedKeys = 100_000
 // and the rest get 429. A key it has seen valid is looked up as from any address, once a keyCacheTTL.
 const limitedLookups = 50
 
-// tenant is who a request acts as: the company that owns the key and the key's user.
+// tenant is who a request acts as: the company that owns the key, the key's user, and the key
+// itself with its scopes and expiry.
 type tenant struct {
 	companyID int64
 	userID    int64
+	keyID     int64
+	scopes    []string
+	expiresAt time.Time // zero: never
 }
 
 // tenantOf returns the tenant the auth middleware resolved for r.
 func tenantOf(r *http.Request) tenant {
-	ri := requestInfo(r.Context())
-	return tenant{companyID: ri.companyID, userID: ri.userID}
-}
-
-// newAPIKey returns a new random key.
-func newAPIKey() string {
-	var b [24]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	return "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// hashKey is what is stored of a key: its SHA-256.
-func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
-
-// execer is what *sql.DB and *sql.Tx have in common for a write.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-// insertAPIKey stores a new key for the user of the company (inside a transaction, or not) and returns
-// the key, which is kept nowhere else.
-func insertAPIKey(ctx context.Context, tx execer, companyID, userID int64) (string, error) {
-	key := newAPIKey()
-	hash := hashKey(key)
-	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash) VALUES ($1, $2, $3, $4)`
-	if _, err := tx.ExecContext(ctx, q, companyID, userID, key[:keyPrefixLen], hash[:]); err != nil {
-		return "", fmt.Errorf("insert api key: %w", err)
-	}
-	return key, nil
-}
-
-// createAPIKey makes a new key for a user of the company (userID 0: the company's first user).
-// It returns errNotFound when there is no such company or user.
-func (s *store) createAPIKey(ctx context.Context, companyID, userID int64) (string, error) {
-	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
-	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", errNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("find user: %w", err)
-	}
-	return insertAPIKey(ctx, s.db, companyID, userID)
-}
-
-// revokeAPIKey revokes the active key whose display prefix starts prefixOrKey (a whole key works
-// too). It returns errNotFound when no active key has that prefix.
-func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
-	if len(prefixOrKey) > keyPrefixLen {
-		prefixOrKey = prefixOrKey[:keyPrefixLen]
-	}
-	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-		WHERE prefix = $1 AND revoked_at IS NULL`
-	res, err := s.db.ExecContext(ctx, q, prefixOrKey)
-	if err != nil {
-		return fmt.Errorf("revoke key: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errNotFound
-	}
-	return nil
-}
-
-// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound.
-func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
-	const q = `SELECT company_id, user_id FROM api_keys WHERE hash = $1 AND revoked_at IS NULL`
-	var t tenant
-	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.userID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, errNotFound
-	}
-	if err != nil {
-		return t, fmt.Errorf("look up key: %w", err)
-	}
-	return t, nil
+	return requestInfo(r.Context()).tenant
 }
 
 // authenticator resolves API keys to tenants, trusting a resolved key for keyCacheTTL so that a
@@ -176,9 +102,42 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 	if len(a.cache) >= maxCachedKeys {
 		clear(a.cache)
 	}
-	a.cache[hash] = cachedKey{t: t, expires: now.Add(keyCacheTTL)}
+	expires := now.Add(keyCacheTTL)
+	if !t.expiresAt.IsZero() && t.expiresAt.Before(expires) {
+		expires = t.expiresAt // an expiring key is trusted only until it expires
+	}
+	a.cache[hash] = cachedKey{t: t, expires: expires}
 	a.mu.Unlock()
 	return t, nil
+}
+
+// forget drops a key from the cache, so that this server looks it up again at its next use: a key
+// revoked or rolled here stops working here at once (elsewhere within keyCacheTTL).
+func (a *authenticator) forget(hash []byte) {
+	a.mu.Lock()
+	delete(a.cache, [32]byte(hash))
+	a.mu.Unlock()
+}
+
+// withScope answers 403 insufficient_scope unless the request's key has scope, or one that covers
+// it (see covers). Every keyed route of addRoutes goes through it.
+func withScope(scope string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := needScope(r, scope); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// needScope returns a 403 naming scope unless the request's key has it.
+func needScope(r *http.Request, scope string) *apiError {
+	if covers(tenantOf(r).scopes, scope) {
+		return nil
+	}
+	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
 // needsKey reports whether a path is part of the keyed API: everything under /v1/ except the
@@ -222,7 +181,7 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 			return
 		}
 		ri := requestInfo(r.Context())
-		ri.companyID, ri.userID, ri.keyPrefix = t.companyID, t.userID, key[:min(len(key), keyPrefixLen)]
+		ri.tenant, ri.keyPrefix = t, key[:min(len(key), keyPrefixLen)]
 		next.ServeHTTP(w, r)
 	})
 }

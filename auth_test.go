@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
 	st := testEnv.st
 	resolve := func(key string) (tenant, error) { return newAuthenticator(st).resolve(ctx, key, false) }
 
-	key, err := st.createAPIKey(ctx, c.id, c.userID)
+	key, err := st.createAPIKey(ctx, c.id, c.userID, []string{"*"}, 0)
 	if err != nil || key == c.key || len(key) != 36 || key[:4] != "rdx_" {
 		t.Fatalf("createAPIKey = %q, %v; want rdx_ and 32 more characters, unlike the first key %q", key, err, c.key)
 	}
@@ -87,8 +88,8 @@ func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
 	if sum := sha256.Sum256([]byte(key)); err != nil || len(prefix) > 12 || !bytes.Equal(hash, sum[:]) {
 		t.Errorf("stored prefix %q hash %x (%v); want at most the key's first 12 characters and its SHA-256", prefix, hash, err)
 	}
-	if got, err := resolve(key); err != nil || got != (tenant{companyID: c.id, userID: c.userID}) {
-		t.Fatalf("resolve = %+v, %v; want company %d user %d", got, err, c.id, c.userID)
+	if got, err := resolve(key); err != nil || got.companyID != c.id || got.userID != c.userID || !slices.Equal(got.scopes, []string{"*"}) {
+		t.Fatalf("resolve = %+v, %v; want company %d user %d, scopes *", got, err, c.id, c.userID)
 	}
 	if err := st.revokeAPIKey(ctx, key); err != nil {
 		t.Fatalf("revoke: %v", err)
@@ -102,7 +103,7 @@ func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
 	if _, err := resolve(c.key); err != nil {
 		t.Errorf("the company's other key stopped working: %v", err)
 	}
-	if _, err := st.createAPIKey(ctx, c.id, c.userID+1_000_000); !errors.Is(err, errNotFound) {
+	if _, err := st.createAPIKey(ctx, c.id, c.userID+1_000_000, []string{"*"}, 0); !errors.Is(err, errNotFound) {
 		t.Errorf("key for a user that does not exist: err = %v; want errNotFound", err)
 	}
 }
@@ -135,7 +136,7 @@ func TestAuthenticatorSpendsTheLookupBudgetOnlyOnKeysNotSeenValid(t *testing.T) 
 	t.Parallel()
 	c := newTestCompany(t)
 	ctx := context.Background()
-	unseen, err := testEnv.st.createAPIKey(ctx, c.id, 0)
+	unseen, err := testEnv.st.createAPIKey(ctx, c.id, 0, []string{"*"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, defaultBoardStages); err != nil {
 		return nc, fmt.Errorf("insert board stages: %w", err)
 	}
-	if nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, nc.UserID); err != nil {
+	if _, nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, apiKey{Name: "first key", Scopes: []string{"*"}, UserID: nc.UserID}); err != nil {
 		return nc, err
 	}
 	return nc, tx.Commit()
@@ -81,7 +81,7 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 	if t, err := s.lookupAPIKey(ctx, hashKey(key)); err == nil && t.companyID == nc.CompanyID {
 		return nc, nil
 	}
-	nc.APIKey, err = s.createAPIKey(ctx, nc.CompanyID, 0)
+	nc.APIKey, err = s.createAPIKey(ctx, nc.CompanyID, 0, []string{"*"}, 0)
 	return nc, err
 }
 

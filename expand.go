@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -24,6 +25,14 @@ const (
 	numRelKinds
 )
 
+// scope is what a key needs to have objects of kind k embedded (API.md section 13).
+func (k relKind) scope() string {
+	if k == relOrganization {
+		return "organizations:read"
+	}
+	return "reference:read"
+}
+
 // expansion is a name expand[] may give, the kind of object it embeds, and the column of the
 // embedding object that holds its id.
 type expansion struct {
@@ -44,8 +53,8 @@ var (
 const maxExpandValues = 16
 
 // parseExpand returns the expansions named by expand[], once each, in allowed's order. An unknown
-// value is a 400 that names it and lists the valid ones.
-func parseExpand(q url.Values, allowed []expansion) ([]expansion, *apiError) {
+// value is a 400 that names it and lists the valid ones; one the key may not read, a 403.
+func parseExpand(r *http.Request, q url.Values, allowed []expansion) ([]expansion, *apiError) {
 	vals := q["expand[]"]
 	if len(vals) > maxExpandValues {
 		return nil, badRequest("invalid_expand", fmt.Sprintf("expand[] is given %d times; at most %d.", len(vals), maxExpandValues))
@@ -59,6 +68,11 @@ func parseExpand(q url.Values, allowed []expansion) ([]expansion, *apiError) {
 	for _, v := range vals {
 		if !slices.ContainsFunc(allowed, func(e expansion) bool { return e.name == v }) {
 			return nil, badRequest("invalid_expand", unknownExpandDetail(v, allowed))
+		}
+	}
+	for _, e := range out {
+		if aerr := needScope(r, e.kind.scope()); aerr != nil {
+			return nil, aerr
 		}
 	}
 	return out, nil

@@ -64,7 +64,7 @@ func newRefWorld(t *testing.T) *refWorld {
 	w := &refWorld{testCompany: newTestCompany(t), refs: map[string][]byte{}}
 	w.user2 = sqlID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Zoë "Z" <zz>', 'Gil', 'zoe@example.com') RETURNING id`, w.id)
 	var err error
-	if w.key2, err = testEnv.st.createAPIKey(t.Context(), w.id, w.user2); err != nil {
+	if w.key2, err = testEnv.st.createAPIKey(t.Context(), w.id, w.user2, []string{"*"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range w.orgs {

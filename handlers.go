@@ -109,7 +109,7 @@ func listRequest(r *http.Request, res *resource, allowed []string) (url.Values, 
 	if aerr != nil {
 		return nil, nil, nil, aerr
 	}
-	exps, aerr := parseExpand(q, res.expansions)
+	exps, aerr := parseExpand(r, q, res.expansions)
 	return q, lq, exps, aerr
 }
 
@@ -147,7 +147,7 @@ func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiErro
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	exps, aerr := parseExpand(q, res.expansions)
+	exps, aerr := parseExpand(r, q, res.expansions)
 	return id, exps, aerr
 }
 

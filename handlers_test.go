@@ -136,7 +136,7 @@ func listIDs(t *testing.T, key, path string) []int64 {
 func TestEveryRouteAnswersAMissingUnknownOrRevokedKeyWith401(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
 	if err == nil {
 		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
 	}

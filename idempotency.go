@@ -67,6 +67,7 @@ type answer struct {
 	status         int
 	location, etag string
 	body           []byte // JSON; a problem+json body from status 400 up; empty for 204
+	kept           []byte // what an Idempotency-Key keeps instead of body, when not nil
 }
 
 // write sends a; replayed marks an answer kept for an Idempotency-Key and sent again.
@@ -136,6 +137,10 @@ func (s *store) beginWrite(ctx context.Context, companyID int64, ik *idempotency
 // commitWrite keeps a for the Idempotency-Key (when there is one and a is kept) in tx, and commits.
 func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik *idempotencyKey, a answer) error {
 	if ik != nil && a.keeps() {
+		body := a.body
+		if a.kept != nil {
+			body = a.kept
+		}
 		// An expired row of the key is replaced; a live one was written since the look-up.
 		const q = `INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
 			VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::bytea, ''))
@@ -143,7 +148,7 @@ func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik
 				status = excluded.status, location = excluded.location, etag = excluded.etag,
 				body = excluded.body, created_at = excluded.created_at
 			WHERE idempotency_keys.created_at <= now() - interval '24 hours'`
-		res, err := tx.ExecContext(ctx, q, companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, a.body)
+		res, err := tx.ExecContext(ctx, q, companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
 		if err != nil {
 			return fmt.Errorf("keep idempotency key: %w", err)
 		}

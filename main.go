@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +33,8 @@ Usage:
   rolodex serve   [flags]                     run the API server (migrates at start)
   rolodex migrate [flags]                     apply the database schema
   rolodex company create -name NAME           create a company, its first user and an API key
-  rolodex key create -company ID [-user ID]   create an API key
+  rolodex key create -company ID [-user ID]   create an API key (-scopes a,b, -expires 720h)
+  rolodex key list -company ID                list a company's API keys
   rolodex key revoke KEY_PREFIX               revoke an API key by its prefix
   rolodex dev     [-addr :8080] [-dir DIR]    a local PostgreSQL, demo data and the server
   rolodex version                             print the version
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cmdCompanyCreate(ctx, rest, getenv, stdout, stderr)
 	case "key create":
 		return cmdKeyCreate(ctx, rest, getenv, stdout, stderr)
+	case "key list":
+		return cmdKeyList(ctx, rest, getenv, stdout, stderr)
 	case "key revoke":
 		return cmdKeyRevoke(ctx, rest, getenv, stdout, stderr)
 	case "dev":
@@ -315,48 +319,57 @@ func waitAndMigrate(ctx context.Context, st *store, log *slog.Logger) error {
 // authentication (with its failure limit); the per-key rate limit; the routes.
 func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 	mux := http.NewServeMux()
-	addRoutes(mux, st, lim, log)
+	auth := newAuthenticator(st)
+	addRoutes(mux, st, auth, lim, log)
 	h := withRateLimit(newRateLimiter(lim.rate), withPattern(mux))
-	h = withAuth(newAuthenticator(st), newFailureLimiter(lim.authFailures), lim.trustedProxies, log, h)
+	h = withAuth(auth, newFailureLimiter(lim.authFailures), lim.trustedProxies, log, h)
 	h = withQueryLimit(h)
 	return withRequestLog(log, newRequestIDs(), lim.requestTimeout, h)
 }
 
-// addRoutes lists every endpoint of the server; api/openapi.json describes each of them.
-func addRoutes(mux *http.ServeMux, st *store, lim limits, log *slog.Logger) {
+// addRoutes lists every endpoint of the server; api/openapi.json describes each of them. Every /v1
+// route names the scope its key needs (keys.go).
+func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
+	v1 := func(pattern, scope string, h http.Handler) { mux.Handle(pattern, withScope(scope, h)) }
 
-	mux.Handle("GET /v1/contacts", handleList[contact](st, contacts, log))
-	mux.Handle("GET /v1/contacts/count", handleCount(st, contacts, log))
-	mux.Handle("GET /v1/contacts/{id}", handleGet[contact](st, contacts, log))
-	mux.Handle("POST /v1/contacts", handleCreate(st, contacts, createContact, log))
-	mux.Handle("PATCH /v1/contacts/{id}", handleUpdate(st, contacts, updateContact, log))
-	mux.Handle("DELETE /v1/contacts/{id}", handleDelete[contact](st, contacts, log))
+	v1("GET /v1/contacts", "contacts:read", handleList[contact](st, contacts, log))
+	v1("GET /v1/contacts/count", "contacts:read", handleCount(st, contacts, log))
+	v1("GET /v1/contacts/{id}", "contacts:read", handleGet[contact](st, contacts, log))
+	v1("POST /v1/contacts", "contacts:write", handleCreate(st, contacts, createContact, log))
+	v1("PATCH /v1/contacts/{id}", "contacts:write", handleUpdate(st, contacts, updateContact, log))
+	v1("DELETE /v1/contacts/{id}", "contacts:write", handleDelete[contact](st, contacts, log))
 
-	mux.Handle("GET /v1/business", handleList[business](st, businesses, log))
-	mux.Handle("GET /v1/business/count", handleCount(st, businesses, log))
-	mux.Handle("GET /v1/business/{id}", handleGet[business](st, businesses, log))
-	mux.Handle("POST /v1/business", handleCreate(st, businesses, createBusiness, log))
-	mux.Handle("PATCH /v1/business/{id}", handleUpdate(st, businesses, updateBusiness, log))
-	mux.Handle("DELETE /v1/business/{id}", handleDelete[business](st, businesses, log))
+	v1("GET /v1/business", "business:read", handleList[business](st, businesses, log))
+	v1("GET /v1/business/count", "business:read", handleCount(st, businesses, log))
+	v1("GET /v1/business/{id}", "business:read", handleGet[business](st, businesses, log))
+	v1("POST /v1/business", "business:write", handleCreate(st, businesses, createBusiness, log))
+	v1("PATCH /v1/business/{id}", "business:write", handleUpdate(st, businesses, updateBusiness, log))
+	v1("DELETE /v1/business/{id}", "business:write", handleDelete[business](st, businesses, log))
 
-	mux.Handle("GET /v1/users", handleList[user](st, users, log))
-	mux.Handle("GET /v1/users/{id}", handleGet[user](st, users, log))
-	mux.Handle("GET /v1/organizations", handleList[organization](st, organizations, log))
-	mux.Handle("GET /v1/organizations/{id}", handleGet[organization](st, organizations, log))
-	mux.Handle("POST /v1/organizations", handleCreate(st, organizations, createOrganization, log))
-	mux.Handle("GET /v1/stages", handleList[stage](st, stages, log))
-	mux.Handle("GET /v1/stages/{id}", handleGet[stage](st, stages, log))
-	mux.Handle("GET /v1/boards", handleList[board](st, boards, log))
-	mux.Handle("GET /v1/boards/{id}", handleGet[board](st, boards, log))
-	mux.Handle("GET /v1/statuses", handleList[status](st, statuses, log))
-	mux.Handle("GET /v1/currencies", handleList[currency](st, currencies, log))
-	mux.Handle("GET /v1/countries", handleList[country](st, countries, log))
+	v1("GET /v1/organizations", "organizations:read", handleList[organization](st, organizations, log))
+	v1("GET /v1/organizations/{id}", "organizations:read", handleGet[organization](st, organizations, log))
+	v1("POST /v1/organizations", "organizations:write", handleCreate(st, organizations, createOrganization, log))
+	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
+	v1("GET /v1/users/{id}", "reference:read", handleGet[user](st, users, log))
+	v1("GET /v1/stages", "reference:read", handleList[stage](st, stages, log))
+	v1("GET /v1/stages/{id}", "reference:read", handleGet[stage](st, stages, log))
+	v1("GET /v1/boards", "reference:read", handleList[board](st, boards, log))
+	v1("GET /v1/boards/{id}", "reference:read", handleGet[board](st, boards, log))
+	v1("GET /v1/statuses", "reference:read", handleList[status](st, statuses, log))
+	v1("GET /v1/currencies", "reference:read", handleList[currency](st, currencies, log))
+	v1("GET /v1/countries", "reference:read", handleList[country](st, countries, log))
 
-	mux.Handle("GET /v1/events", handleEvents(st, lim.eventRetention, log))
-	mux.Handle("GET /v1/events/{id}", handleGet[event](st, events, log))
+	v1("GET /v1/events", "events:read", handleEvents(st, lim.eventRetention, log))
+	v1("GET /v1/events/{id}", "events:read", handleGet[event](st, events, log))
+
+	v1("GET /v1/apiKeys", "keys:read", handleList[apiKey](st, apiKeys, log))
+	v1("GET /v1/apiKeys/{id}", "keys:read", handleGet[apiKey](st, apiKeys, log))
+	v1("POST /v1/apiKeys", "keys:write", handleKeyCreate(st, log))
+	v1("POST /v1/apiKeys/{id}/roll", "keys:write", handleKeyRoll(st, auth, log))
+	v1("DELETE /v1/apiKeys/{id}", "keys:write", handleKeyRevoke(st, auth, log))
 
 	mux.Handle("/", handleNoRoute(mux))
 }
@@ -461,20 +474,39 @@ func cmdCompanyCreate(ctx context.Context, args []string, getenv func(string) st
 }
 
 func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key create", "key create -company ID [-user ID] [flags]", stderr)
+	fs := newFlags("key create", "key create -company ID [-user ID] [-scopes a,b] [-expires 720h] [flags]", stderr)
 	company := fs.Int64("company", 0, "company id (required)")
 	user := fs.Int64("user", 0, "user id (default: the company's first user)")
+	scopes := fs.String("scopes", "*", "comma-separated scopes: * or <resource>:read|write, of "+strings.Join(scopeResources, ", "))
+	expires := fs.Duration("expires", 0, "how long the key lives (default: until revoked)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *company <= 0 || *user < 0 {
+		list := strings.Split(*scopes, ",")
+		if *company <= 0 || *user < 0 || *expires < 0 || slices.ContainsFunc(list, func(s string) bool { return !validScope(s) }) {
 			fs.Usage()
-			return fmt.Errorf("-company must be a positive id: %w", errUsage)
+			return fmt.Errorf("-company must be a positive id, -scopes known scopes, -expires positive: %w", errUsage)
 		}
-		key, err := st.createAPIKey(ctx, *company, *user)
+		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
 		if errors.Is(err, errNotFound) {
 			return fmt.Errorf("no company %d with user %d", *company, *user)
 		}
 		if err == nil {
 			fmt.Fprintln(stdout, key)
+		}
+		return err
+	})
+}
+
+func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("key list", "key list -company ID [flags]", stderr)
+	company := fs.Int64("company", 0, "company id (required)")
+	return withStore(fs, getenv, args, 0, func(st *store) error {
+		if *company <= 0 {
+			fs.Usage()
+			return fmt.Errorf("-company must be a positive id: %w", errUsage)
+		}
+		keys, err := st.listAPIKeys(ctx, *company)
+		for _, k := range keys {
+			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
 		}
 		return err
 	})

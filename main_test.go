@@ -116,13 +116,20 @@ func TestCLICompanyCreatePrintsOneJSONLine(t *testing.T) {
 	if r := call(t, "GET", "/v1/contacts/count", got.APIKey, ""); r.status != http.StatusOK {
 		t.Errorf("the printed key: GET /v1/contacts/count = %d; want 200", r.status)
 	}
-	out, err = runCLI(t, "key", "create", "-company", strconv.FormatInt(got.CompanyID, 10))
+	company := strconv.FormatInt(got.CompanyID, 10)
+	out, err = runCLI(t, "key", "create", "-company", company, "-scopes", "contacts:read,events:read", "-expires", "720h")
 	key := strings.TrimSpace(out)
 	if err != nil || !strings.HasPrefix(key, "rdx_") {
 		t.Fatalf("key create = %q, %v", key, err)
 	}
 	if r := call(t, "GET", "/v1/contacts/count", key, ""); r.status != http.StatusOK {
 		t.Errorf("the created key: GET /v1/contacts/count = %d; want 200", r.status)
+	}
+	wantProblem(t, call(t, "GET", "/v1/business/count", key, ""), http.StatusForbidden, "insufficient_scope")
+	out, err = runCLI(t, "key", "list", "-company", company)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 2 || !strings.Contains(lines[1], key[:12]) ||
+		!strings.Contains(lines[1], `"scopes":["contacts:read","events:read"]`) || strings.Contains(lines[1], `"expiresAt":null`) {
+		t.Errorf("key list = %q, %v; want the first key and the new one with its scopes and expiry", out, err)
 	}
 	if out, err := runCLI(t, "key", "revoke", key[:12]); err != nil || !strings.Contains(out, "revoked") {
 		t.Fatalf("key revoke = %q, %v", out, err)
@@ -138,7 +145,8 @@ func TestCLICompanyCreatePrintsOneJSONLine(t *testing.T) {
 func TestCLIUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
-		{}, {"bogus"}, {"company", "create"}, {"key", "create"}, {"key", "revoke"}, {"serve", "extra"},
+		{}, {"bogus"}, {"company", "create"}, {"key", "create"}, {"key", "revoke"}, {"key", "list"}, {"serve", "extra"},
+		{"key", "create", "-company", "1", "-scopes", "contacts:delete"}, {"serve", "-event-retention", "0s"},
 	} {
 		if _, err := runCLI(t, args...); err == nil {
 			t.Errorf("rolodex %v: no error; want a usage error", args)

@@ -22,8 +22,7 @@ import (
 type reqInfo struct {
 	id        string
 	pattern   string
-	companyID int64
-	userID    int64
+	tenant           // who the request acts as, once withAuth has resolved its key
 	keyPrefix string // the API key's display prefix, which names it for rate limiting
 }
 

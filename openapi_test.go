@@ -38,7 +38,7 @@ func routePatterns(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handle := regexp.MustCompile(`\.Handle(?:Func)?\(\s*"([A-Z]+ /[^"]*)"`)
+	handle := regexp.MustCompile(`(?:\.Handle(?:Func)?|\bv1)\(\s*"([A-Z]+ /[^"]*)"`)
 	var patterns []string
 	for _, name := range files {
 		src, err := os.ReadFile(name)

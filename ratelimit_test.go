@@ -18,7 +18,7 @@ import (
 func TestRateLimitHeadersAnd429PerKey(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	other, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	other, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0)
+	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
 	if err == nil {
 		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
 	}

@@ -195,7 +195,8 @@ func hostileCases(contactID, businessID, orgID string) []hostileCase {
 func dumpCompany(t *testing.T, companyID int64) map[string]string {
 	t.Helper()
 	rows, err := testEnv.st.db.Query(`SELECT table_name, query_to_xml(format(
-			'SELECT x.* FROM %I x WHERE company_id = %s ORDER BY x::text', table_name, $1::bigint), false, false, '')::text
+			'SELECT to_jsonb(x) - ''last_used_at'' FROM %I x WHERE company_id = %s ORDER BY x::text', -- using a key is no change
+			table_name, $1::bigint), false, false, '')::text
 		FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = 'company_id'
 		UNION ALL SELECT 'companies', c::text FROM companies c WHERE id = $1`, companyID)
 	if err != nil {

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// API keys (API.md sections 2 and 13): keys are random, shown once, stored only as a SHA-256 with a
+// display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys manages them, and a
+// key can never make or roll a key with more than its own scopes.
+
+// scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes
+// read), or "*" for everything. reference covers users, stages, boards, statuses, currencies and
+// countries.
+var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys"}
+
+// maxKeyLifetime is how long a rolled key may live on after its replacement is made.
+const maxKeyLifetime = 7 * 24 * time.Hour
+
+// covers reports whether scopes grant need: need itself, the write scope of its resource, or "*".
+func covers(scopes []string, need string) bool {
+	resource, _, _ := strings.Cut(need, ":")
+	return slices.ContainsFunc(scopes, func(s string) bool { return s == "*" || s == need || s == resource+":write" })
+}
+
+// validScope reports whether s is a scope.
+func validScope(s string) bool {
+	resource, access, _ := strings.Cut(s, ":")
+	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
+}
+
+// grantable returns a 403 unless the request's key covers every scope of scopes: no key makes a key
+// with more than it has.
+func grantable(r *http.Request, scopes []string) *apiError {
+	for _, s := range scopes {
+		if aerr := needScope(r, s); aerr != nil {
+			aerr.Detail = fmt.Sprintf("This API key cannot give a key the scope %s, which it does not have.", s)
+			return aerr
+		}
+	}
+	return nil
+}
+
+// newAPIKey returns a new random key.
+func newAPIKey() string {
+	var b [24]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// hashKey is what is stored of a key: its SHA-256.
+func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
+
+// execer is what *sql.DB and *sql.Tx have in common.
+type execer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// apiKey is a key as the API shows it: never the key, never its hash.
+type apiKey struct {
+	refObject
+	ID         int64
+	Name       string
+	Prefix     string
+	Scopes     []string
+	UserID     int64
+	CreatedAt  time.Time
+	ExpiresAt  sql.NullTime
+	LastUsedAt sql.NullTime
+	scopeText  string // Scopes as stored: comma-separated
+}
+
+func (k *apiKey) key() int64 { return k.ID }
+
+func (k *apiKey) scanDest() []any {
+	return []any{&k.ID, &k.Name, &k.Prefix, &k.scopeText, &k.UserID, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt}
+}
+
+func (k *apiKey) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, k.ID, 10)
+	b = append(b, `,"name":`...)
+	b = appendString(b, k.Name)
+	b = append(b, `,"prefix":`...)
+	b = appendString(b, k.Prefix)
+	b = append(b, `,"scopes":[`...)
+	for i, s := range strings.Split(k.scopeText, ",") {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	b = append(b, `],"userId":`...)
+	b = strconv.AppendInt(b, k.UserID, 10)
+	b = append(b, `,"createdAt":`...)
+	b = appendTime(b, k.CreatedAt)
+	b = append(b, `,"expiresAt":`...)
+	b = appendNullTime(b, k.ExpiresAt)
+	b = append(b, `,"lastUsedAt":`...)
+	b = appendNullTime(b, k.LastUsedAt)
+	return append(b, '}')
+}
+
+var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
+	selectSQL: `SELECT id, name, prefix, scopes, user_id, created_at, expires_at, last_used_at
+		FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL`}
+
+// fields are what a POST /v1/apiKeys body may set.
+func (k *apiKey) fields() []bodyField {
+	return []bodyField{{"name", requiredText(&k.Name, 255), false}, {"scopes", scopeList(&k.Scopes), true},
+		{"expiresAt", nullableTime(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
+}
+
+// scopeList sets a non-empty list of scopes.
+func scopeList(p *[]string) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		var scopes []string
+		if json.Unmarshal(raw, &scopes) != nil || len(scopes) == 0 || len(scopes) > 2*len(scopeResources) {
+			return "must be a list of 1 to 14 scopes, such as [\"contacts:read\"]"
+		}
+		for _, s := range scopes {
+			if !validScope(s) {
+				return fmt.Sprintf("names an unknown scope %q; scopes are * or <resource>:read|write, of %s",
+					s, strings.Join(scopeResources, ", "))
+			}
+		}
+		*p = slices.Compact(slices.Sorted(slices.Values(scopes)))
+		return ""
+	}
+}
+
+// insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
+// which is kept nowhere else. A user the company does not have is a fieldError.
+func insertAPIKey(ctx context.Context, tx execer, companyID int64, k apiKey) (apiKey, string, error) {
+	key := newAPIKey()
+	hash := hashKey(key)
+	k.Prefix, k.scopeText = key[:keyPrefixLen], strings.Join(k.Scopes, ",")
+	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
+		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
+		RETURNING id, created_at`
+	err := tx.QueryRowContext(ctx, q, companyID, k.UserID, k.Prefix, hash[:], k.Name, k.scopeText, k.ExpiresAt).
+		Scan(&k.ID, &k.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
+	}
+	if err != nil {
+		return k, "", fmt.Errorf("insert api key: %w", err)
+	}
+	return k, key, nil
+}
+
+// keyAnswer is the 201 of a new key: its object with the key. An Idempotency-Key keeps it without
+// the key, which is stored nowhere: a replay shows the object, and a lost key is rolled.
+func keyAnswer(k apiKey, key string) answer {
+	b := k.appendJSON(nil)
+	body := append(append(b[:len(b)-1:len(b)-1], `,"key":`...), appendString(nil, key)...)
+	return answer{status: http.StatusCreated, location: apiKeys.path + "/" + strconv.FormatInt(k.ID, 10),
+		body: append(body, "}\n"...), kept: append(append(b[:len(b)-1:len(b)-1], `,"key":null}`...), '\n')}
+}
+
+// handleKeyCreate answers POST /v1/apiKeys: 201, the new key's object with the key itself.
+func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		_, _, members, ik, aerr := bodyRequest(w, r, apiKeys)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		k := apiKey{UserID: t.userID}
+		errs := applyCreate(members, k.fields())
+		if k.ExpiresAt.Valid && !k.ExpiresAt.Time.After(time.Now()) {
+			errs = append(errs, fieldError{Field: "expiresAt", Message: "must be in the future"})
+		}
+		if errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		if aerr := grantable(r, k.Scopes); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		k, key, err := insertAPIKey(r.Context(), tx, t.companyID, k)
+		finishWrite(w, r, st, log, tx, ik, keyAnswer(k, key), err)
+	})
+}
+
+// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes and user
+// (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
+func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, members, ik, aerr := bodyRequest(w, r, apiKeys)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		var expiresIn sql.NullInt64
+		if errs := applyMembers(members, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}, nil); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		// The old key ends expiresIn from now, or sooner if it was to anyway.
+		const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
+			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+			RETURNING name, scopes, user_id, hash`
+		var old apiKey
+		var hash []byte
+		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, expiresIn.Int64).Scan(&old.Name, &old.scopeText, &old.UserID, &hash)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errNotFound
+		}
+		var a answer
+		if err == nil {
+			old.Scopes = strings.Split(old.scopeText, ",")
+			if aerr := grantable(r, old.Scopes); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+			var key string
+			old, key, err = insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+			a = keyAnswer(old, key)
+		}
+		finishWrite(w, r, st, log, tx, ik, a, err)
+		if hash != nil {
+			auth.forget(hash)
+		}
+	})
+}
+
+// handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
+// within keyCacheTTL on every other server.
+func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, _, ik, aerr := bodyRequest(w, r, apiKeys)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
+		var hash []byte
+		err := tx.QueryRowContext(r.Context(), q, t.companyID, id).Scan(&hash)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = errNotFound
+		}
+		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)
+		if hash != nil {
+			auth.forget(hash)
+		}
+	})
+}
+
+// createAPIKey makes a new key for a user of the company (userID 0: the company's first user) with
+// scopes, expiring after lifetime (0: never), for the CLI. It returns errNotFound when there is no
+// such company or user.
+func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
+	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
+	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("find user: %w", err)
+	}
+	k := apiKey{Name: "", Scopes: scopes, UserID: userID}
+	if lifetime > 0 {
+		k.ExpiresAt = sql.NullTime{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
+	}
+	_, key, err := insertAPIKey(ctx, s.db, companyID, k)
+	return key, err
+}
+
+// listAPIKeys returns the company's active keys, for the CLI.
+func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, error) {
+	return queryAll[apiKey](ctx, s, apiKeys.selectSQL+` ORDER BY id`, companyID)
+}
+
+// revokeAPIKey revokes the active key whose display prefix starts prefixOrKey (a whole key works
+// too). It returns errNotFound when no active key has that prefix.
+func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
+	if len(prefixOrKey) > keyPrefixLen {
+		prefixOrKey = prefixOrKey[:keyPrefixLen]
+	}
+	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE prefix = $1 AND revoked_at IS NULL`
+	res, err := s.db.ExecContext(ctx, q, prefixOrKey)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errNotFound
+	}
+	return nil
+}
+
+// lookupAPIKey returns the tenant of the active, unexpired key with this hash, or errNotFound. It
+// also keeps the key's lastUsedAt, to the minute: a lookup happens at most once a keyCacheTTL per
+// key and server, and writes only when the minute has moved on.
+func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
+	const q = `WITH k AS (
+			SELECT company_id, id, user_id, scopes, expires_at, last_used_at FROM api_keys
+			WHERE hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())),
+		used AS (
+			UPDATE api_keys a SET last_used_at = date_trunc('minute', now()) FROM k
+			WHERE a.company_id = k.company_id AND a.id = k.id
+				AND k.last_used_at IS DISTINCT FROM date_trunc('minute', now()))
+		SELECT company_id, id, user_id, scopes, expires_at FROM k`
+	var t tenant
+	var scopes string
+	var expires sql.NullTime
+	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, &scopes, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, errNotFound
+	}
+	if err != nil {
+		return t, fmt.Errorf("look up key: %w", err)
+	}
+	t.scopes, t.expiresAt = strings.Split(scopes, ","), expires.Time
+	return t, nil
+}

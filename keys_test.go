@@ -1,0 +1,231 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests of keys.go and the scope checks of auth.go: /v1/apiKeys, scopes, expiry, rolling
+// (API.md sections 2 and 13).
+
+type newKey struct {
+	ID         int64
+	Name       string
+	Prefix     string
+	Scopes     []string
+	UserID     int64
+	CreatedAt  string
+	ExpiresAt  *string
+	LastUsedAt *string
+	Key        *string
+}
+
+// makeKey creates a key with scopes through the API, with creator's key, and returns it.
+func makeKey(t *testing.T, creator string, scopes ...string) newKey {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": "test key", "scopes": scopes})
+	k := decode[newKey](t, wantBody(t, "POST /v1/apiKeys", call(t, "POST", "/v1/apiKeys", creator, string(b)), http.StatusCreated))
+	if k.Key == nil || !strings.HasPrefix(*k.Key, k.Prefix) {
+		t.Fatalf("new key %+v: want the key, starting with its prefix", k)
+	}
+	return k
+}
+
+func TestKeyAPIMakesScopedKeysAndRevokesThemAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	k := makeKey(t, c.key, "contacts:read", "keys:read")
+	if !slices.Equal(k.Scopes, []string{"contacts:read", "keys:read"}) || k.UserID != c.userID || k.ExpiresAt != nil || k.LastUsedAt != nil {
+		t.Errorf("new key %+v; want its scopes, the creating key's user, no expiry, never used", k)
+	}
+	key := *k.Key
+	wantStatus(t, call(t, "GET", "/v1/contacts", key, ""), http.StatusOK)
+	for _, tc := range []struct{ method, path, body, scope string }{
+		{"POST", "/v1/contacts", `{"name": "Ana"}`, "contacts:write"},
+		{"GET", "/v1/business", "", "business:read"},
+		{"GET", "/v1/contacts?expand[]=organization", "", "organizations:read"},
+		{"GET", "/v1/contacts?expand[]=stage", "", "reference:read"},
+		{"POST", "/v1/apiKeys", `{"scopes": ["contacts:read"]}`, "keys:write"},
+	} {
+		p := wantProblem(t, call(t, tc.method, tc.path, key, tc.body), http.StatusForbidden, "insufficient_scope")
+		if !strings.Contains(p.Detail, tc.scope) {
+			t.Errorf("%s %s: detail %q; want it to name %s", tc.method, tc.path, p.Detail, tc.scope)
+		}
+	}
+	// The list and the key itself show neither the key nor its hash; lastUsedAt is kept.
+	list := mustGet(t, key, "/v1/apiKeys").body
+	if strings.Contains(string(list), key) || strings.Contains(string(list), "hash") || !strings.Contains(string(list), k.Prefix) {
+		t.Errorf("GET /v1/apiKeys = %s; want the key's prefix, never the key or a hash", list)
+	}
+	got := decode[newKey](t, mustGet(t, key, fmt.Sprintf("/v1/apiKeys/%d", k.ID)).body)
+	if got.Key != nil || got.LastUsedAt == nil || !strings.HasSuffix(*got.LastUsedAt, ":00.000Z") {
+		t.Errorf("GET the key = %+v; want no key, and lastUsedAt to the minute", got)
+	}
+	wantStatus(t, call(t, "DELETE", fmt.Sprintf("/v1/apiKeys/%d", k.ID), c.key, ""), http.StatusNoContent)
+	wantProblem(t, call(t, "GET", "/v1/contacts", key, ""), http.StatusUnauthorized, "unauthorized") // at once on this server
+	wantProblem(t, call(t, "DELETE", fmt.Sprintf("/v1/apiKeys/%d", k.ID), c.key, ""), http.StatusNotFound, "not_found")
+	// Another company's key is no key of this one.
+	other := newTestCompany(t)
+	wantProblem(t, call(t, "GET", fmt.Sprintf("/v1/apiKeys/%d", makeKey(t, c.key, "*").ID), other.key, ""), http.StatusNotFound, "not_found")
+}
+
+func TestKeysNeverGrantMoreThanTheirOwnScopes(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	limited := makeKey(t, c.key, "contacts:read", "keys:write")
+	for _, scopes := range []string{`["contacts:write"]`, `["*"]`, `["keys:write", "business:read"]`} {
+		r := call(t, "POST", "/v1/apiKeys", *limited.Key, `{"scopes": `+scopes+`}`)
+		wantProblem(t, r, http.StatusForbidden, "insufficient_scope")
+	}
+	wantStatus(t, call(t, "POST", "/v1/apiKeys", *limited.Key, `{"scopes": ["contacts:read", "keys:read"]}`), http.StatusCreated)
+	// Nor roll a key with more: not even itself into one.
+	wide := makeKey(t, c.key, "*")
+	wantProblem(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", wide.ID), *limited.Key, `{}`), http.StatusForbidden, "insufficient_scope")
+	wantStatus(t, call(t, "GET", "/v1/contacts", *wide.Key, ""), http.StatusOK) // the refused roll changed nothing
+	if n := sqlID(t, `SELECT count(*) FROM api_keys WHERE company_id = $1 AND scopes = '*'`, c.id); n != 2 {
+		t.Errorf("%d keys with every scope; want the company's first and wide", n)
+	}
+}
+
+func TestKeyBadInputIs422(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	id := makeKey(t, c.key, "contacts:read").ID
+	for body, field := range map[string]string{
+		`{"scopes": ["contacts:delete"]}`: "scopes",
+		`{"scopes": []}`:                  "scopes",
+		`{"name": "x"}`:                   "scopes",
+		`{"scopes": ["*"], "expiresAt": "2020-01-01T00:00:00Z"}`:     "expiresAt",
+		fmt.Sprintf(`{"scopes": ["*"], "userId": %d}`, other.userID): "userId",
+		`{"scopes": ["*"], "hash": "x"}`:                             "hash",
+	} {
+		p := wantFields(t, call(t, "POST", "/v1/apiKeys", c.key, body), field)
+		if field == "scopes" && strings.Contains(body, "delete") && !strings.Contains(p.Errors[0].Message, "contacts:delete") {
+			t.Errorf("unknown scope: %q; want it named", p.Errors[0].Message)
+		}
+	}
+	for _, body := range []string{`{"expiresIn": 604801}`, `{"expiresIn": -1}`, `{"expiresIn": "1h"}`} {
+		wantFields(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", id), c.key, body), "expiresIn")
+	}
+	if n := sqlID(t, `SELECT count(*) FROM api_keys WHERE company_id = $1`, c.id); n != 2 {
+		t.Errorf("%d keys after refused requests; want 2", n)
+	}
+}
+
+func TestKeysExpireAndRoll(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	soon := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	r := call(t, "POST", "/v1/apiKeys", c.key, `{"scopes": ["*"], "expiresAt": "`+soon+`"}`)
+	expiring := decode[newKey](t, wantBody(t, "POST", r, http.StatusCreated))
+	wantStatus(t, call(t, "GET", "/v1/contacts", *expiring.Key, ""), http.StatusOK)
+	time.Sleep(time.Until(time.Now().Add(1600 * time.Millisecond)))
+	wantProblem(t, call(t, "GET", "/v1/contacts", *expiring.Key, ""), http.StatusUnauthorized, "unauthorized")
+
+	// Rolled with expiresIn 0, the old key stops at once; the new one has its name and scopes.
+	old := makeKey(t, c.key, "contacts:read")
+	wantStatus(t, call(t, "GET", "/v1/contacts", *old.Key, ""), http.StatusOK)
+	r = call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", old.ID), c.key, `{}`)
+	rolled := decode[newKey](t, wantBody(t, "roll", r, http.StatusCreated))
+	if rolled.ID == old.ID || rolled.Name != old.Name || !slices.Equal(rolled.Scopes, old.Scopes) || rolled.Key == nil {
+		t.Errorf("rolled %+v from %+v; want a new key with the same name and scopes", rolled, old)
+	}
+	wantProblem(t, call(t, "GET", "/v1/contacts", *old.Key, ""), http.StatusUnauthorized, "unauthorized")
+	wantStatus(t, call(t, "GET", "/v1/contacts", *rolled.Key, ""), http.StatusOK)
+	// With expiresIn, both work meanwhile.
+	wantProblem(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), *rolled.Key, `{"expiresIn": 3600}`), http.StatusForbidden, "insufficient_scope")
+	again := decode[newKey](t, wantBody(t, "roll", call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), c.key, `{"expiresIn": 3600}`), http.StatusCreated))
+	wantStatus(t, call(t, "GET", "/v1/contacts", *rolled.Key, ""), http.StatusOK)
+	wantStatus(t, call(t, "GET", "/v1/contacts", *again.Key, ""), http.StatusOK)
+	got := decode[newKey](t, mustGet(t, c.key, fmt.Sprintf("/v1/apiKeys/%d", rolled.ID)).body)
+	if exp, err := time.Parse(time.RFC3339, *got.ExpiresAt); got.ExpiresAt == nil || err != nil || time.Until(exp) < 59*time.Minute || time.Until(exp) > time.Hour {
+		t.Errorf("the rolled key expires at %v; want in an hour", got.ExpiresAt)
+	}
+}
+
+func TestRevocationReachesAnotherServerWithin10Seconds(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	k := makeKey(t, c.key, "contacts:read")
+	other := startServer(t, nil, nil) // the same database
+	wantStatus(t, callAt(t, nil, other, "GET", "/v1/contacts", *k.Key, ""), http.StatusOK)
+	wantStatus(t, call(t, "DELETE", fmt.Sprintf("/v1/apiKeys/%d", k.ID), c.key, ""), http.StatusNoContent)
+	start := time.Now()
+	for callAt(t, nil, other, "GET", "/v1/contacts", *k.Key, "").status != http.StatusUnauthorized {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("a key revoked on one server still works on another after 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the other server refused the revoked key after %v", time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestEveryRouteNeedsItsScope walks every operation of the OpenAPI document, which is the route table
+// (openapi_test.go): a key with every scope but the one the operation names is 403, and a key of
+// another company is 404 for another company's object.
+func TestEveryRouteNeedsItsScope(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage
+	}
+	b, err := os.ReadFile("api/openapi.json")
+	if err != nil || json.Unmarshal(b, &doc) != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int64{ // an object of c at each {id} path
+		"/v1/contacts/{id}":      mustCreate(t, c.key, "/v1/contacts", `{"name": "Ana"}`),
+		"/v1/business/{id}":      mustCreate(t, c.key, "/v1/business", `{"title": "Deal"}`),
+		"/v1/organizations/{id}": mustCreate(t, c.key, "/v1/organizations", `{"name": "Acme"}`),
+		"/v1/apiKeys/{id}":       makeKey(t, c.key, "contacts:read").ID,
+		"/v1/apiKeys/{id}/roll":  makeKey(t, c.key, "contacts:read").ID,
+		"/v1/users/{id}":         c.userID,
+		"/v1/stages/{id}":        sqlID(t, `SELECT min(id) FROM stages WHERE company_id = $1`, c.id),
+		"/v1/boards/{id}":        sqlID(t, `SELECT min(id) FROM boards WHERE company_id = $1`, c.id),
+	}
+	evs, _ := waitFeed(t, c.key, "", "", 1)
+	ids["/v1/events/{id}"] = evs[0].ID
+	tested := 0
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			var op struct{ Security []map[string][]string }
+			if method == "parameters" || json.Unmarshal(raw, &op) != nil || len(op.Security) == 0 {
+				continue
+			}
+			method = strings.ToUpper(method)
+			need := op.Security[0]["apiKey"][0]
+			resource, _, _ := strings.Cut(need, ":")
+			var lacking []string // every scope but need and what covers it
+			for _, s := range scopeResources {
+				switch {
+				case s != resource:
+					lacking = append(lacking, s+":write")
+				case strings.HasSuffix(need, ":write"):
+					lacking = append(lacking, s+":read")
+				}
+			}
+			real := strings.ReplaceAll(path, "{id}", fmt.Sprint(ids[path]))
+			body := map[string]string{"POST": "{}", "PATCH": "{}"}[method]
+			p := wantProblem(t, call(t, method, real, *makeKey(t, c.key, lacking...).Key, body), http.StatusForbidden, "insufficient_scope")
+			if !strings.Contains(p.Detail, need) {
+				t.Errorf("%s %s: detail %q; want it to name %s", method, path, p.Detail, need)
+			}
+			if strings.Contains(path, "{id}") {
+				r := call(t, method, real, other.key, body)
+				if r.status != http.StatusNotFound {
+					t.Errorf("%s %s with another company's key = %d %s; want 404", method, real, r.status, r.body)
+				}
+			}
+			tested++
+		}
+	}
+	if tested < 30 {
+		t.Errorf("%d operations tested; want every keyed operation of the document", tested)
+	}
+}
