@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,12 +30,6 @@ const keyCacheTTL = 5 * time.Second
 // refills from the database.
 const maxCachedKeys = 100_000
 
-// limitedLookups bounds what a flood of keys from addresses over their failure limit costs the
-// database: of the keys this server has not seen valid, all such addresses together get at most
-// limitedLookups looked up a second, in bursts of twice that (in any t seconds at most 100 + 50t),
-// and the rest get 429. A key it has seen valid is looked up as from any address, once a keyCacheTTL.
-const limitedLookups = 50
-
 // tenant is who a request acts as: the company that owns the key, the key's user, and the key
 // itself with its scopes and expiry.
 type tenant struct {
@@ -52,12 +48,21 @@ func tenantOf(r *http.Request) tenant {
 // authenticator resolves API keys to tenants, trusting a resolved key for keyCacheTTL so that a
 // request does not cost a database round trip for its key.
 type authenticator struct {
-	st      *store
-	now     func() time.Time
-	lookups *rateLimiter // of limitedLookups
+	st  *store
+	now func() time.Time
 
 	mu    sync.RWMutex
 	cache map[[32]byte]cachedKey
+
+	// known holds the first 8 bytes of the active keys' hashes, as of loaded (refreshed at most once
+	// a keyCacheTTL, with the keys made since), for the requests of addresses over their failure
+	// limit: a key not in it cannot be valid, so a flood of made-up keys from such addresses costs
+	// the database one refresh a keyCacheTTL however many keys it sends, and a valid key is still
+	// served (one made on another server within the last keyCacheTTL, once it is known here: the
+	// time a revocation takes to reach every server).
+	knownMu sync.Mutex
+	known   map[uint64]bool
+	loaded  time.Time
 }
 
 type cachedKey struct {
@@ -66,12 +71,12 @@ type cachedKey struct {
 }
 
 func newAuthenticator(st *store) *authenticator {
-	return &authenticator{st: st, now: time.Now, lookups: newRateLimiter(limitedLookups), cache: make(map[[32]byte]cachedKey)}
+	return &authenticator{st: st, now: time.Now, cache: make(map[[32]byte]cachedKey), known: make(map[uint64]bool)}
 }
 
-// resolve returns the tenant of key, errNotFound for a missing, unknown or revoked key, or a
-// database error. For a limited address, a key this server has not seen valid (since its cache was
-// last emptied) is looked up only while limitedLookups allows, else it is errNotFound too.
+// resolve returns the tenant of key, errNotFound for a missing, unknown, revoked or expired key, or
+// a database error. For a limited address, a key this server has not seen valid is looked up only if
+// it may be valid (see known).
 func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (tenant, error) {
 	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
@@ -85,8 +90,8 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 		return c.t, nil
 	}
 	if limited && !ok {
-		if took, _, _, _ := a.lookups.take(limitKey{}); !took {
-			return tenant{}, errNotFound
+		if known, err := a.mayBeValid(ctx, hash); err != nil || !known {
+			return tenant{}, cmp.Or(err, errNotFound)
 		}
 	}
 	t, err := a.st.lookupAPIKey(ctx, hash)
@@ -109,6 +114,27 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 	a.cache[hash] = cachedKey{t: t, expires: expires}
 	a.mu.Unlock()
 	return t, nil
+}
+
+// mayBeValid reports whether hash is one of an active key's, as far as known knows.
+func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, error) {
+	a.knownMu.Lock()
+	defer a.knownMu.Unlock()
+	if now := a.now(); now.Sub(a.loaded) > keyCacheTTL {
+		since := time.Unix(0, 0) // the first time, every key
+		if !a.loaded.IsZero() {
+			since = a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
+		}
+		hashes, err := a.st.activeKeyHashes(ctx, since)
+		if err != nil {
+			return false, err
+		}
+		for _, h := range hashes {
+			a.known[binary.BigEndian.Uint64(h)] = true
+		}
+		a.loaded = now
+	}
+	return a.known[binary.BigEndian.Uint64(hash[:8])], nil
 }
 
 // forget drops a key from the cache, so that this server looks it up again at its next use: a key

@@ -322,6 +322,24 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	return nil
 }
 
+// activeKeyHashes returns the hashes of the active keys made since since.
+func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND created_at >= $1`, since)
+	if err != nil {
+		return nil, fmt.Errorf("active key hashes: %w", err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var h []byte
+		if err := rows.Scan(&h); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
 // lookupAPIKey returns the tenant of the active, unexpired key with this hash, or errNotFound. It
 // also keeps the key's lastUsedAt, to the minute: a lookup happens at most once a keyCacheTTL per
 // key and server, and writes only when the minute has moved on.
