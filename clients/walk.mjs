@@ -227,6 +227,17 @@ if (feed?.body?.pagination?.nextCursor) {
 }
 await step('400: an unknown event type', { via: 'lax', path: '/v1/events?type=contact.renamed', want: 400 });
 
+// API keys: a read-only key, its scope, rolling and revoking.
+const made = await step('create an API key', { method: 'POST', path: '/v1/apiKeys', body: { name: 'Walk', scopes: ['contacts:read'] }, want: 201 });
+const madeKey = made?.body?.key;
+await step('list API keys', { path: '/v1/apiKeys?limit=5', want: 200 });
+await step('retrieve an API key', { path: `/v1/apiKeys/${made?.body?.id}`, want: 200 });
+await step('a read-only key reads', { path: '/v1/contacts?limit=1', key: madeKey, want: 200 });
+await step('403: a read-only key writes', { method: 'POST', path: '/v1/contacts', key: madeKey, body: { name: 'No' }, want: 403 });
+const rolledKey = await step('roll an API key', { method: 'POST', path: `/v1/apiKeys/${made?.body?.id}/roll`, body: { expiresIn: 60 }, want: 201 });
+await step('revoke an API key', { method: 'DELETE', path: `/v1/apiKeys/${rolledKey?.body?.id}`, want: 204 });
+await step('422: an unknown scope', { via: 'lax', method: 'POST', path: '/v1/apiKeys', body: { scopes: ['contacts:delete'] }, want: 422 });
+
 // Paths and methods the document does not have.
 checkProblem('404: another version', await step('404: another version', { via: 'lax', path: '/v2/contacts', want: 404 }), 404);
 const notAllowed = await step('405: a method the path does not have', { via: 'lax', method: 'PUT', path: `/v1/contacts/${cid}`, body: { name: 'x' }, want: 405 });
