@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -667,5 +668,40 @@ func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestUnfilteredCountsStayExactUnderConcurrentWrites(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, res := range []struct{ path, body, table string }{
+		{"/v1/contacts", `{"name": "Ana"}`, "contacts"},
+		{"/v1/business", `{"title": "Deal"}`, "business"},
+	} {
+		ids := make(chan int64, 40)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range 5 {
+					o, _ := create(t, c.key, res.path, res.body)
+					ids <- o.id()
+				}
+			})
+		}
+		wg.Wait()
+		close(ids)
+		for range 4 { // and delete 12 of them, 4 at a time
+			wg.Go(func() {
+				for range 3 {
+					wantStatus(t, call(t, "DELETE", itemPath(res.path, <-ids), c.key, ""), http.StatusNoContent)
+				}
+			})
+		}
+		wg.Wait()
+		wantProblem(t, call(t, "POST", res.path, c.key, `{}`), http.StatusUnprocessableEntity, "validation_failed")
+		rows := sqlID(t, `SELECT count(*) FROM `+res.table+` WHERE company_id = $1`, c.id)
+		if got := countOf(t, c.key, res.path+"/count"); got != 28 || rows != 28 {
+			t.Errorf("GET %s/count = %d with %d rows; want 28 (40 created, 12 deleted)", res.path, got, rows)
+		}
 	}
 }

@@ -50,6 +50,7 @@ var scenarios = []scenario{
 	{"retrieve+5", "GET", "/v1/contacts/{id}?" + expand5, "", false},
 	{"list100", "GET", "/v1/contacts?limit=100", "", false},
 	{"list100+5", "GET", "/v1/contacts?limit=100&" + expand5, "", false},
+	{"count", "GET", "/v1/contacts/count", "", false},
 	{"create", "POST", "/v1/contacts", createBody, false},
 	{"create+key", "POST", "/v1/contacts", createBody, true},
 	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, false},
