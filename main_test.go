@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,5 +330,34 @@ func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	// The log, written to the end, has the slow request's line and ends with "stopped".
 	if log := stderr.String(); !strings.Contains(log, `"requestId":"slow-one"`) || !strings.HasSuffix(log, `"msg":"stopped"}`+"\n") {
 		t.Errorf("the log does not have the slow request's line and end with \"stopped\":\n%s", log)
+	}
+}
+
+// Servers keep no state a client depends on: two on one database answer as one.
+func TestTwoServersOnOneDatabaseAnswerAsOne(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	a, b := testEnv.baseURL, startServer(t, nil, nil)
+	for i := range 3 {
+		create(t, c.key, "/v1/contacts", fmt.Sprintf(`{"name": "Two %d"}`, i))
+	}
+	// A cursor of one server walks on at the other.
+	first := decodePage(t, "page 1 on A", callAt(t, nil, a, "GET", "/v1/contacts?limit=2&sort=name", c.key, ""))
+	next := decodePage(t, "page 2 on B", callAt(t, nil, b, "GET", "/v1/contacts?limit=2&sort=name&cursor="+url.QueryEscape(*first.Pagination.NextCursor), c.key, ""))
+	if len(first.Data) != 2 || len(next.Data) != 1 || next.Pagination.NextCursor != nil {
+		t.Errorf("pages of 2 across servers: %d then %d items; want 2 then the last 1", len(first.Data), len(next.Data))
+	}
+	// An ETag of one is an If-Match at the other.
+	path := "/v1/contacts/" + objectID(t, first.Data[0])
+	tag := callAt(t, nil, a, "GET", path, c.key, "").header.Get("ETag")
+	wantStatus(t, callAt(t, nil, b, "PATCH", path, c.key, `{"city": "Oslo"}`, "If-Match", tag), http.StatusOK)
+	wantProblem(t, callAt(t, nil, a, "PATCH", path, c.key, `{"city": "Rome"}`, "If-Match", tag), http.StatusPreconditionFailed, "precondition_failed")
+	// An Idempotency-Key used at one is replayed by the other.
+	firstPost := callAt(t, nil, a, "POST", "/v1/contacts", c.key, `{"name": "Once"}`, "Idempotency-Key", "two servers")
+	wantReplay(t, "POST at B after A", firstPost, callAt(t, nil, b, "POST", "/v1/contacts", c.key, `{"name": "Once"}`, "Idempotency-Key", "two servers"))
+	// The events of writes at either server are one feed.
+	evs, _ := waitFeed(t, c.key, "", "", 5)
+	if len(evs) != 5 {
+		t.Errorf("%d events of 3 creates and a patch at A, a create at B; want 5", len(evs))
 	}
 }
