@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -197,8 +198,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// verify is a receiver's check of a delivery: the Rolodex-Signature header sig signs body with
-// secret, made within 5 minutes.
+// verify is the receiver's check of the README (TestREADMEReceiverIsVerify holds them equal): the
+// Rolodex-Signature header sig signs body with secret, made within 5 minutes.
 func verify(secret, sig string, body []byte) bool { // sig: the Rolodex-Signature header
 	t, v1, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",v1=")
 	mac := hmac.New(sha256.New, []byte(secret))
@@ -206,6 +207,22 @@ func verify(secret, sig string, body []byte) bool { // sig: the Rolodex-Signatur
 	sent, err := strconv.ParseInt(t, 10, 64) // refuse a signature minutes old: a replay
 	return err == nil && hmac.Equal([]byte(v1), []byte(hex.EncodeToString(mac.Sum(nil)))) &&
 		time.Since(time.Unix(sent, 0)).Abs() < 5*time.Minute
+}
+
+func TestREADMEReceiverIsVerify(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	src, err2 := os.ReadFile("webhooks_test.go")
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
+	}
+	_, example, _ := strings.Cut(string(readme), "```go\n")
+	example, _, _ = strings.Cut(example, "```")
+	_, tested, _ := strings.Cut(string(src), "\nfunc verify(")
+	tested, _, _ = strings.Cut("func verify("+tested, "\n}\n")
+	if example != tested+"\n}\n" {
+		t.Errorf("the README's receiver is not the verify these tests use:\n%s\nwant:\n%s\n}", example, tested)
+	}
 }
 
 func TestWebhookEndpointsCreateReadUpdateDelete(t *testing.T) {
