@@ -29,10 +29,11 @@ fuzz: postgres
 		$(GO) test -count=1 -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -parallel 1 . || exit 1; \
 	done
 
-## faults: a write load while the test's own PostgreSQL is stopped and restarted (about 30 s, loopback).
-## The fault and soak tests are behind the faults build tag, outside plain `go test ./...`.
+## faults: a write load while the test's own PostgreSQL is stopped and restarted; webhooks through a
+## server's kill -9 and a PostgreSQL restart; the webhooks' pace (about 2 min, loopback). The fault and
+## soak tests are behind the faults build tag, outside plain `go test ./...`.
 faults: postgres
-	$(GO) test -tags faults -count=1 -run '^TestFaults' -v .
+	$(GO) test -tags faults -count=1 -run '^(TestFaults|TestWebhookThroughput$$)' -v .
 
 ## soak: a steady mixed load for SOAK_TIME; reports requests, non-2xx, goroutines and RSS.
 soak: postgres

@@ -192,17 +192,14 @@ func TestEventsFeedIsGapFreeWhenTransactionsCommitOutOfOrder(t *testing.T) {
 	create(t, c.key, "/v1/contacts", `{"name": "Before"}`)
 	_, cursor := waitFeed(t, c.key, "", "", 1)
 
-	// A writing transaction takes its event id and stays open...
+	// A writing transaction takes its event id and stays open. (It writes only the event: a contact
+	// would hold its stripe of the company's count, which a later create may need to wait for.)
 	tx, err := testEnv.st.db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	held, err := createContact(ctx, tx, tenant{companyID: c.id, userID: c.userID}, contact{Name: "Held"})
-	if err == nil {
-		err = recordEvent(ctx, tx, c.id, "contact.created", "held", held.appendJSON(nil), nil)
-	}
-	if err != nil {
+	if err := recordEvent(ctx, tx, c.id, "contact.created", "held", []byte(`{"name":"Held"}`), nil); err != nil {
 		t.Fatal(err)
 	}
 	// ...while later ones, with higher ids, commit: a feed of "id > cursor" would serve these and

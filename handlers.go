@@ -283,8 +283,8 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 }
 
 // handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match. It locks the object,
-// deletes it and records it as it was in its event. expand[] is checked and otherwise ignored: there
-// is no body to expand.
+// deletes it and, when the resource has events, records it as it was in its event. expand[] is
+// checked and otherwise ignored: there is no body to expand.
 func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -309,7 +309,7 @@ func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger
 		default:
 			_, err = tx.ExecContext(r.Context(), `DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, id)
 		}
-		if err == nil {
+		if err == nil && res.event != "" {
 			err = recordEvent(r.Context(), tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
 		}
 		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)

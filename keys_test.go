@@ -191,6 +191,14 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 	}
 	evs, _ := waitFeed(t, c.key, "", "", 1)
 	ids["/v1/events/{id}"] = evs[0].ID
+	// A disabled endpoint on loopback, and a failed delivery of it, that nothing ever sends.
+	hook := sqlID(t, `INSERT INTO webhook_endpoints (company_id, url, events, secret, enabled)
+		VALUES ($1, 'http://127.0.0.1:9/never', '{*}', 'whsec_test', false) RETURNING id`, c.id)
+	delivery := sqlID(t, `INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type, status)
+		VALUES ($1, $2, $3, 'contact.created', 'failed') RETURNING id`, c.id, hook, evs[0].ID)
+	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry"} {
+		ids[p] = hook
+	}
 	tested := 0
 	for path, item := range doc.Paths {
 		for method, raw := range item {
@@ -210,7 +218,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 					lacking = append(lacking, s+":read")
 				}
 			}
-			real := strings.ReplaceAll(path, "{id}", fmt.Sprint(ids[path]))
+			real := strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery)).Replace(path)
 			body := map[string]string{"POST": "{}", "PATCH": "{}"}[method]
 			p := wantProblem(t, call(t, method, real, *makeKey(t, c.key, lacking...).Key, body), http.StatusForbidden, "insufficient_scope")
 			if !strings.Contains(p.Detail, need) {

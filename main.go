@@ -201,6 +201,7 @@ type limits struct {
 	trustedProxies []netip.Prefix // peers whose X-Forwarded-For names the client
 	requestTimeout time.Duration  // bound on a request's database work; 0: none
 	eventRetention time.Duration  // how long events are kept
+	hooks          webhookSettings
 }
 
 // defaultEventRetention is how long events are kept unless -event-retention says otherwise.
@@ -216,9 +217,17 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	slots, err := envInt(getenv, "ROLODEX_WEBHOOK_SLOTS", defaultWebhookSlots)
+	if err != nil {
+		return err
+	}
 	retention, err := time.ParseDuration(envOr(getenv, "ROLODEX_EVENT_RETENTION", defaultEventRetention.String()))
 	if err != nil {
 		return fmt.Errorf("ROLODEX_EVENT_RETENTION: %w", err)
+	}
+	backoff, err := time.ParseDuration(envOr(getenv, "ROLODEX_WEBHOOK_BACKOFF", defaultWebhookBackoff.String()))
+	if err != nil {
+		return fmt.Errorf("ROLODEX_WEBHOOK_BACKOFF: %w", err)
 	}
 	var lim limits
 	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
@@ -227,17 +236,18 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&lim.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
 	fs.DurationVar(&lim.eventRetention, "event-retention", retention, "how long events are kept (env ROLODEX_EVENT_RETENTION)")
 	proxies := fs.String("trusted-proxies", getenv("ROLODEX_TRUSTED_PROXIES"), "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default (env ROLODEX_TRUSTED_PROXIES)")
+	fs.DurationVar(&lim.hooks.backoff, "webhook-backoff", backoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h (env ROLODEX_WEBHOOK_BACKOFF)")
+	hookCIDRs := fs.String("webhook-allow-cidrs", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default (env ROLODEX_WEBHOOK_ALLOW_CIDRS)")
+	fs.IntVar(&lim.hooks.slots, "webhook-slots", slots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none (env ROLODEX_WEBHOOK_SLOTS)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if lim.rate < 0 || lim.authFailures < 0 || lim.eventRetention <= 0 {
-			return fmt.Errorf("-rate-limit and -auth-failure-limit must be 0 or more, -event-retention more than 0: %w", errUsage)
+		if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
+			return fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
 		}
-		for _, s := range strings.FieldsFunc(*proxies, func(r rune) bool { return r == ',' || r == ' ' }) {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				fmt.Fprintf(stderr, "rolodex: -trusted-proxies: %q is not a CIDR such as 10.0.0.0/8\n", s)
-				return fmt.Errorf("bad -trusted-proxies: %w", errUsage)
-			}
-			lim.trustedProxies = append(lim.trustedProxies, p)
+		if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", *proxies, stderr); err != nil {
+			return err
+		}
+		if lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", *hookCIDRs, stderr); err != nil {
+			return err
 		}
 		// A request's queries together get as long as one statement may take.
 		lim.requestTimeout = st.statementTimeout
@@ -245,9 +255,24 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	})
 }
 
+// parseCIDRs reads the comma-separated CIDRs s of the setting name; one that is not is a usage error.
+func parseCIDRs(name, s string, stderr io.Writer) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "rolodex: %s: %q is not a CIDR such as 10.0.0.0/8\n", name, c)
+			return nil, fmt.Errorf("bad %s: %w", name, errUsage)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // serve migrates the database (waiting for it to come up), listens on addr, and serves until ctx is
 // done, then shuts down gracefully: no new connections, requests in flight finish within shutdown.
-// ready, when not nil, is called with the listening address.
+// Meanwhile it deletes what is past its retention and sends webhooks. ready, when not nil, is called
+// with the listening address.
 func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, lim limits, log *slog.Logger, ready func(addr string)) error {
 	if err := waitAndMigrate(ctx, st, log); err != nil {
 		return err
@@ -270,6 +295,8 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	go deleteInBatches(ctx, log, "old events", min(lim.eventRetention/10, time.Hour), func(ctx context.Context) (int64, error) {
 		return st.deleteOldEvents(ctx, lim.eventRetention)
 	})
+	hooks := make(chan struct{})
+	go func() { runWebhooks(ctx, st, lim.hooks, log); close(hooks) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildVersion())
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -285,6 +312,7 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	<-hooks // sends in flight were cancelled with ctx
 	log.Info("stopped")
 	return nil
 }
@@ -370,6 +398,14 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/apiKeys", "keys:write", handleKeyCreate(st, log))
 	v1("POST /v1/apiKeys/{id}/roll", "keys:write", handleKeyRoll(st, auth, log))
 	v1("DELETE /v1/apiKeys/{id}", "keys:write", handleKeyRevoke(st, auth, log))
+
+	v1("GET /v1/webhooks", "webhooks:read", handleList[webhookEndpoint](st, webhooks, log))
+	v1("GET /v1/webhooks/{id}", "webhooks:read", handleGet[webhookEndpoint](st, webhooks, log))
+	v1("POST /v1/webhooks", "webhooks:write", handleWebhookCreate(st, lim.hooks.allow, log))
+	v1("PATCH /v1/webhooks/{id}", "webhooks:write", handleWebhookUpdate(st, lim.hooks.allow, log))
+	v1("DELETE /v1/webhooks/{id}", "webhooks:write", handleDelete[webhookEndpoint](st, webhooks, log))
+	v1("GET /v1/webhooks/{id}/deliveries", "webhooks:read", handleWebhookDeliveries(st, log))
+	v1("POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "webhooks:write", handleWebhookRetry(st, log))
 
 	mux.Handle("/", handleNoRoute(mux))
 }
@@ -534,6 +570,10 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseFlags(fs, args, 0); err != nil {
 		return err
 	}
+	allow, err := parseCIDRs("ROLODEX_WEBHOOK_ALLOW_CIDRS", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), stderr)
+	if err != nil {
+		return err
+	}
 	if moved, ok := reachableDataDir(*dir); ok {
 		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
 		*dir = moved
@@ -566,7 +606,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit, requestTimeout: 10 * time.Second,
-		eventRetention: defaultEventRetention}
+		eventRetention: defaultEventRetention, hooks: webhookSettings{backoff: defaultWebhookBackoff, allow: allow, slots: defaultWebhookSlots}}
 	return serve(ctx, st, *addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
 		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
 		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)

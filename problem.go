@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -78,6 +79,9 @@ func clientError(err error) *apiError {
 	case errors.Is(err, errKeyReused):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
 			Detail: "This Idempotency-Key was used for another request (method, path or body)."}
+	case errors.Is(err, errWebhookLimit):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: "webhook_limit_reached",
+			Detail: fmt.Sprintf("A company may have at most %d webhook endpoints; delete one to add another.", maxWebhookEndpoints)}
 	case errors.Is(err, errOutOfRange):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
 			Detail: "A value in the body is out of the range the database can hold."}

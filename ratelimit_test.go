@@ -141,8 +141,10 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
-	// One pooled connection, which pings the database before a query only after an idle second.
-	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	// One pooled connection, which pings the database before a query only after an idle second, and
+	// no webhook worker asking for deliveries.
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3",
+		"ROLODEX_WEBHOOK_SLOTS": "0"}, &syncBuffer{})
 	wantBody(t, "GET /v1/contacts/count", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 	for i := range 3 {
 		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")

@@ -24,7 +24,11 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	want := latestSchemaVersion()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := len(ms) // versions may skip a number reserved for a change in flight
 	var wg sync.WaitGroup
 	results, errs := make([][]int, 2), make([]error, 2)
 	for i := range 2 {
@@ -42,8 +46,8 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	if again, err := st.migrate(ctx); err != nil || len(again) != 0 {
 		t.Errorf("third migrate = %v, %v; want nothing applied", again, err)
 	}
-	if v, err := st.schemaVersion(ctx); err != nil || v != want {
-		t.Errorf("schemaVersion = %d, %v; want %d", v, err, want)
+	if v, err := st.schemaVersion(ctx); err != nil || v != latestSchemaVersion() {
+		t.Errorf("schemaVersion = %d, %v; want %d", v, err, latestSchemaVersion())
 	}
 }
 
@@ -73,7 +77,7 @@ func TestSchemaEveryTenantTableIsKeyedByCompany(t *testing.T) {
 		WHERE EXISTS (SELECT FROM pg_attribute x WHERE x.attrelid = c.oid AND x.attname = 'company_id')
 		GROUP BY c.relname) AS tables`).Scan(&got)
 	want := "api_keys company_id,id, boards company_id,id, business company_id,id, contacts company_id,id, events company_id,id, idempotency_keys company_id,key, object_counts company_id,tbl,stripe, " +
-		"organizations company_id,id, stages company_id,id, users company_id,id"
+		"organizations company_id,id, stages company_id,id, users company_id,id, webhook_deliveries company_id,id, webhook_endpoints company_id,id"
 	if err != nil || got != want {
 		t.Errorf("tenant tables and their primary keys:\n got %s (%v)\nwant %s", got, err, want)
 	}

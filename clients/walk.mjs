@@ -9,6 +9,8 @@
 // cannot check those answers against an operation, so the walk checks them against the document's
 // Problem schema itself.
 import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createHmac } from 'node:crypto';
 
 const { STRICT, LAX, KEY, DOC } = process.env;
 if (!STRICT || !LAX || !KEY || !DOC) {
@@ -91,6 +93,15 @@ function expect(name, cond, detail) {
   failures.push(`${name}: ${detail}`);
   console.log(`FAIL ${name}: ${detail}`);
 }
+
+// A webhook receiver on 127.0.0.1, where check.sh lets the server send webhooks.
+const received = [];
+const receiver = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', c => chunks.push(c));
+  req.on('end', () => { received.push({ headers: req.headers, body: Buffer.concat(chunks) }); res.writeHead(204).end(); });
+});
+await new Promise(resolve => receiver.listen(0, '127.0.0.1', resolve));
 
 const q = s => encodeURIComponent(s);
 const since = '2020-01-01T00:00:00Z';
@@ -237,6 +248,31 @@ await step('403: a read-only key writes', { method: 'POST', path: '/v1/contacts'
 const rolledKey = await step('roll an API key', { method: 'POST', path: `/v1/apiKeys/${made?.body?.id}/roll`, body: { expiresIn: 60 }, want: 201 });
 await step('revoke an API key', { method: 'DELETE', path: `/v1/apiKeys/${rolledKey?.body?.id}`, want: 204 });
 await step('422: an unknown scope', { via: 'lax', method: 'POST', path: '/v1/apiKeys', body: { scopes: ['contacts:delete'] }, want: 422 });
+
+// Webhooks, sent to the receiver above.
+const hook = await step('create a webhook endpoint', {
+  method: 'POST', path: '/v1/webhooks', body: { url: `http://127.0.0.1:${receiver.address().port}/hooks`, events: ['organization.*'], description: 'Walk' }, want: 201 });
+const hookId = hook?.body?.id ?? 1;
+const secret = hook?.body?.secret ?? '';
+expect('the endpoint\'s secret is shown at its creation', secret.startsWith('whsec_'), `secret ${secret}`);
+await step('list webhook endpoints', { path: '/v1/webhooks?limit=5', want: 200 });
+await step('retrieve a webhook endpoint', { path: `/v1/webhooks/${hookId}`, want: 200 });
+await step('update a webhook endpoint', { method: 'PATCH', path: `/v1/webhooks/${hookId}`, body: { events: ['organization.created', 'contact.*'], description: null }, want: 200 });
+const hooked = await step('a change to deliver', { method: 'POST', path: '/v1/organizations', body: { name: 'Hooked Org' }, want: 201 });
+for (let i = 0; i < 100 && received.length === 0; i++) await new Promise(resolve => setTimeout(resolve, 100));
+const got = received[0];
+const [, t, v1] = /^t=([0-9]+),v1=([0-9a-f]{64})$/.exec(got?.headers?.['rolodex-signature'] ?? '') ?? [];
+const signed = t && createHmac('sha256', secret).update(`${t}.`).update(got.body).digest('hex') === v1;
+expect('the change was delivered, signed with the secret', signed && JSON.parse(got.body).data.object.id === hooked?.body?.id,
+  `received ${received.length}: ${got?.headers?.['rolodex-signature']} ${got?.body}`);
+const hookDeliveries = await step('list an endpoint\'s deliveries', { path: `/v1/webhooks/${hookId}/deliveries?limit=5`, want: 200 });
+const deliveryId = hookDeliveries?.body?.data?.[0]?.id ?? 1;
+await step('send a delivery again', { method: 'POST', path: `/v1/webhooks/${hookId}/deliveries/${deliveryId}/retry`, body: {}, want: 202 });
+await step('422: a webhook URL that leads inside', { method: 'POST', path: '/v1/webhooks', body: { url: 'http://10.0.0.1/hooks', events: ['*'] }, want: 422 });
+await step('422: an unknown event type', { via: 'lax', method: 'POST', path: '/v1/webhooks', body: { url: 'http://127.0.0.1:9/', events: ['contact.renamed'] }, want: 422 });
+await step('404: no such webhook endpoint', { path: '/v1/webhooks/999999999', want: 404 });
+await step('delete a webhook endpoint', { method: 'DELETE', path: `/v1/webhooks/${hookId}`, want: 204 });
+receiver.close();
 
 // Paths and methods the document does not have.
 checkProblem('404: another version', await step('404: another version', { via: 'lax', path: '/v2/contacts', want: 404 }), 404);

@@ -1,0 +1,761 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Webhooks (API.md section 12): a company's endpoints, and a worker in every server that posts each
+// event to the endpoints that take it, signed, retried, at least once.
+//
+// The statement that writes an event also writes a pending delivery of it to each enabled endpoint
+// of the company whose events match (recordEvent, events.go), so a committed change always has its
+// deliveries and a failed one has none. The worker takes due deliveries with one UPDATE that moves
+// their next_attempt_at a lease ahead (FOR UPDATE SKIP LOCKED, so servers never take the same one),
+// posts each with no transaction open, and records the attempt only if its lease is still the one
+// it took. A server killed mid-delivery leaves the lease to run out, and then any server sends the
+// delivery again: receivers de-duplicate on Rolodex-Event-Id.
+//
+// Server-side request forgery: an endpoint's host must resolve only to public addresses when it is
+// created or changed, and the worker's dialer checks the address it actually connects to (so a DNS
+// answer that changes later cannot reach inside), unless -webhook-allow-cidrs allows it.
+
+const (
+	maxWebhookEndpoints   = 16               // per company
+	maxWebhookURLLen      = 2048             // characters
+	webhookTimeout        = 10 * time.Second // what one attempt may take, answer included
+	maxWebhookAnswer      = 64 << 10         // bytes of an answer read; the rest is never received
+	webhookGiveUp         = 72 * time.Hour   // 3 days: a delivery fails once its next attempt would be later
+	maxWebhookBackoff     = 6 * time.Hour    // the longest wait between two attempts
+	webhookLease          = 30 * time.Second // how long a delivery being sent is left to its server
+	webhookPoll           = 250 * time.Millisecond
+	webhookEndpointSlots  = 4 // deliveries a server sends to one endpoint at once
+	defaultWebhookSlots   = 32
+	defaultWebhookBackoff = 30 * time.Second
+)
+
+// webhookSettings are a server's webhook settings (rolodex serve -h).
+type webhookSettings struct {
+	backoff time.Duration  // the wait before a failed delivery is sent again, doubled each time
+	allow   []netip.Prefix // addresses webhooks may go to besides public ones
+	slots   int            // deliveries the server sends at once; 0: none
+}
+
+var errWebhookLimit = errors.New("too many webhook endpoints") // the company has maxWebhookEndpoints
+
+// webhookEndpoint is where a company wants its events posted.
+type webhookEndpoint struct {
+	refObject
+	ID             int64
+	URL            string
+	Events         eventFilters
+	Description    sql.NullString
+	Enabled        bool
+	DisabledReason sql.NullString // why the server disabled it
+	Secret         string         // set only in the answer to its creation
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// eventFilters are the event types, families ("contact.*") or "*" an endpoint takes. A row holds
+// them as array_to_string(events, ','): no filter has a comma.
+type eventFilters []string
+
+// Scan reads the filters from that text.
+func (f *eventFilters) Scan(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("scan event filters from %T", v)
+	}
+	*f = strings.Split(s, ",")
+	return nil
+}
+
+func (e *webhookEndpoint) key() int64 { return e.ID }
+
+func (e *webhookEndpoint) scanDest() []any {
+	return []any{&e.ID, &e.URL, &e.Events, &e.Description, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt}
+}
+
+func (e *webhookEndpoint) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, e.ID, 10)
+	b = append(b, `,"url":`...)
+	b = appendString(b, e.URL)
+	b = append(b, `,"events":[`...)
+	for i, f := range e.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, f)
+	}
+	b = append(b, `],"description":`...)
+	b = appendNullString(b, e.Description)
+	b = append(b, `,"enabled":`...)
+	b = strconv.AppendBool(b, e.Enabled)
+	b = append(b, `,"disabledReason":`...)
+	b = appendNullString(b, e.DisabledReason)
+	if e.Secret != "" {
+		b = append(b, `,"secret":`...)
+		b = appendString(b, e.Secret)
+	}
+	return appendStamps(b, e.CreatedAt, e.UpdatedAt)
+}
+
+// fields are what a POST or PATCH body may set.
+func (e *webhookEndpoint) fields() []bodyField {
+	return []bodyField{
+		{"url", webhookURL(&e.URL), true},
+		{"events", eventFilterList(&e.Events), true},
+		{"description", nullableText(&e.Description, 255, nil), false},
+		{"enabled", boolean(&e.Enabled), false},
+	}
+}
+
+var webhooks = &resource{path: "/v1/webhooks", table: "webhook_endpoints", lists: &listSpec{},
+	selectSQL: `SELECT id, url, array_to_string(events, ','), description, enabled, disabled_reason,
+		created_at, updated_at FROM webhook_endpoints WHERE company_id = $1`}
+
+// webhookURL sets an endpoint URL: absolute http(s), at most maxWebhookURLLen characters, without
+// credentials. Where its host leads is checkWebhookHost's question.
+func webhookURL(p *string) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		if isNull(raw) {
+			return "is required"
+		}
+		s, msg := jsonString(raw, maxWebhookURLLen)
+		if msg != "" {
+			return msg
+		}
+		if msg := checkHTTPURL(s); msg != "" {
+			return msg
+		}
+		if u, _ := url.Parse(s); u.User != nil {
+			return "must not hold credentials (user:password@)"
+		}
+		*p = s
+		return ""
+	}
+}
+
+// eventFilterList sets an endpoint's events: 1 to 32 event types, families or "*".
+func eventFilterList(p *eventFilters) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		var fs []string
+		if json.Unmarshal(raw, &fs) != nil || len(fs) == 0 || len(fs) > 32 {
+			return "must be an array of 1 to 32 event types"
+		}
+		for _, f := range fs {
+			family, isFamily := strings.CutSuffix(f, ".*")
+			if f != "*" && !slices.ContainsFunc(eventTypes, func(et string) bool {
+				return et == f || isFamily && strings.HasPrefix(et, family+".")
+			}) {
+				return fmt.Sprintf("names no event type (%q); the types are %s; contact.*, business.*, organization.* name their families and * all of them",
+					f, strings.Join(eventTypes, ", "))
+			}
+		}
+		*p = fs
+		return ""
+	}
+}
+
+// refusedPrefixes are addresses no webhook goes to, besides those netip calls loopback, private
+// (with fd00:ec2::254, a cloud metadata address), link-local (with 169.254.169.254, another),
+// multicast or unspecified: unless -webhook-allow-cidrs allows them.
+var refusedPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),      // this network
+	netip.MustParsePrefix("100.64.0.0/10"),  // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, which reaches the IPv4 address inside
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
+	netip.MustParsePrefix("2002::/16"),      // 6to4, likewise
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("fec0::/10"),      // site-local
+}
+
+// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow.
+func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
+	ip = ip.Unmap()
+	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		return true
+	}
+	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+		return false
+	}
+	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
+}
+
+// checkWebhookHost returns an error naming url when the host of rawURL, an absolute http(s) URL,
+// does not resolve (net.DefaultResolver), or resolves to an address allowedAddr does not admit;
+// else nil.
+func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return []fieldError{{Field: "url", Message: "must be an absolute http(s) URL"}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	if err != nil || len(ips) == 0 {
+		return []fieldError{{Field: "url", Message: "must have a host that resolves"}}
+	}
+	for _, ip := range ips {
+		if !allowedAddr(ip, allow) {
+			return []fieldError{{Field: "url", Message: fmt.Sprintf("must lead only to public addresses; %s is %s", u.Hostname(), ip.Unmap())}}
+		}
+	}
+	return nil
+}
+
+// errRefusedAddress is the error of a connection the webhook client refused to open.
+var errRefusedAddress = errors.New("not a public address, nor one the server allows")
+
+// newWebhookClient returns the client deliveries are posted with: every phase timed, no redirects
+// followed (the 3xx is the answer), no proxy (one would connect for it, unchecked), and a dialer
+// that refuses, before connecting, any address allowedAddr does not admit.
+func newWebhookClient(allow []netip.Prefix) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil || !allowedAddr(ap.Addr(), allow) {
+			return errRefusedAddress // the error names the address
+		}
+		return nil
+	}}
+	return &http.Client{
+		Timeout:       webhookTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			DialContext:           dialer.DialContext,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: webhookTimeout,
+			MaxIdleConnsPerHost:   webhookEndpointSlots,
+			IdleConnTimeout:       90 * time.Second,
+		},
+	}
+}
+
+// handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
+// here) and its Location. The URL's host is resolved before the write begins.
+func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		_, _, members, ik, aerr := bodyRequest(w, r, webhooks)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		v := webhookEndpoint{Enabled: true}
+		errs := applyCreate(members, v.fields())
+		if errs == nil {
+			errs = checkWebhookHost(r.Context(), v.URL, allow)
+		}
+		if errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		v, err := createWebhook(r.Context(), tx, t.companyID, v)
+		var a answer
+		if err == nil {
+			a = answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
+		}
+		finishWrite(w, r, st, log, tx, ik, a, err)
+	})
+}
+
+// handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
+// and enabled. Enabling an endpoint clears its disabledReason. A new URL's host is resolved before
+// the write begins; the endpoint is locked while it is changed.
+func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, members, ik, aerr := bodyRequest(w, r, webhooks)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		var scratch webhookEndpoint // the body alone, checked before the write
+		errs := applyMembers(members, scratch.fields(), readOnlyFields)
+		if errs == nil && hasMember(members, "url") {
+			errs = checkWebhookHost(r.Context(), scratch.URL, allow)
+		}
+		if errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		var found []webhookEndpoint
+		err := readTx(tx)(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, id))
+		if err == nil && len(found) == 0 {
+			err = errNotFound
+		}
+		var a answer
+		if err == nil {
+			v := found[0]
+			applyMembers(members, v.fields(), readOnlyFields) // checked above
+			if v.Enabled {
+				v.DisabledReason = sql.NullString{}
+			}
+			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
+				v, err = updateWebhook(r.Context(), tx, t.companyID, v)
+			}
+			a = answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}
+		}
+		finishWrite(w, r, st, log, tx, ik, a, err)
+	})
+}
+
+// newWebhookSecret returns a new signing secret: "whsec_" and 192 random bits.
+func newWebhookSecret() string {
+	var b [24]byte
+	rand.Read(b[:])
+	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// createWebhook stores a new endpoint v of the company in tx, with a new secret. It returns
+// errWebhookLimit when the company has maxWebhookEndpoints already.
+func createWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+	// The company's creates take turns, so that two at once cannot both pass the limit. No other
+	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
+	if _, err := tx.ExecContext(ctx, `SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID); err != nil {
+		return v, fmt.Errorf("lock company %d: %w", companyID, err)
+	}
+	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret)
+		SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
+		RETURNING id, created_at, updated_at`
+	v.Secret = newWebhookSecret()
+	err := tx.QueryRowContext(ctx, q, companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints).
+		Scan(&v.ID, &v.CreatedAt, &v.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, errWebhookLimit
+	}
+	if err != nil {
+		return v, fmt.Errorf("insert webhook endpoint: %w", mapWriteError(err))
+	}
+	return v, nil
+}
+
+// updateWebhook writes v, an endpoint of the company locked in tx, moving updatedAt.
+func updateWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
+		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
+	err := tx.QueryRowContext(ctx, q, companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason).
+		Scan(&v.UpdatedAt)
+	if err != nil {
+		return v, fmt.Errorf("update webhook endpoint %d: %w", v.ID, mapWriteError(err))
+	}
+	return v, nil
+}
+
+// delivery is one event owed to one endpoint, as GET /v1/webhooks/{id}/deliveries lists it.
+type delivery struct {
+	ID             int64
+	EventID        int64
+	EventType      string
+	Status         string // pending, delivered or failed
+	Attempts       int64
+	LastStatusCode sql.NullInt64
+	LastError      sql.NullString
+	NextAttemptAt  time.Time // shown while pending
+	DeliveredAt    sql.NullTime
+	CreatedAt      time.Time
+}
+
+func (d *delivery) scanDest() []any {
+	return []any{&d.ID, &d.EventID, &d.EventType, &d.Status, &d.Attempts, &d.LastStatusCode, &d.LastError,
+		&d.NextAttemptAt, &d.DeliveredAt, &d.CreatedAt}
+}
+
+func (d *delivery) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, d.ID, 10)
+	b = append(b, `,"eventId":`...)
+	b = strconv.AppendInt(b, d.EventID, 10)
+	b = append(b, `,"eventType":`...)
+	b = appendString(b, d.EventType)
+	b = append(b, `,"status":`...)
+	b = appendString(b, d.Status)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, d.Attempts, 10)
+	b = append(b, `,"lastStatusCode":`...)
+	b = appendNullInt(b, d.LastStatusCode)
+	b = append(b, `,"lastError":`...)
+	b = appendNullString(b, d.LastError)
+	b = append(b, `,"nextAttemptAt":`...)
+	b = appendNullTime(b, sql.NullTime{Time: d.NextAttemptAt, Valid: d.Status == "pending"})
+	b = append(b, `,"deliveredAt":`...)
+	b = appendNullTime(b, d.DeliveredAt)
+	b = append(b, `,"createdAt":`...)
+	b = appendTime(b, d.CreatedAt)
+	return append(b, '}')
+}
+
+var deliveries = &resource{lists: &listSpec{},
+	selectSQL: `SELECT id, event_id, event_type, status, attempts, last_status_code, last_error,
+		next_attempt_at, delivered_at, created_at FROM webhook_deliveries WHERE company_id = $1`}
+
+// handleWebhookDeliveries answers GET /v1/webhooks/{id}/deliveries: the endpoint's deliveries,
+// newest first, with the list shape of section 6. Another company's endpoint is 404.
+func handleWebhookDeliveries(st *store, log *slog.Logger) http.Handler {
+	allowed := deliveries.lists.params(true)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, aerr := pathID(r)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		q, lq, _, aerr := listRequest(r, deliveries, allowed)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		scope := webhooks.path + "/deliveries\n" + strconv.FormatInt(t.companyID, 10) + "\n" + strconv.FormatInt(id, 10)
+		if c, ok := q["cursor"]; ok {
+			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+		}
+		lq.desc = true
+		lq.where("endpoint_id = %s", id)
+		sqlText, args := lq.selectSQL(deliveries.selectSQL, t.companyID)
+		var found []webhookEndpoint
+		ds := make([]delivery, 0)
+		err = st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, id),
+			rowsInto[delivery](&ds, sqlText, args...))
+		if err == nil && len(found) == 0 {
+			err = errNotFound
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		next := ""
+		if len(ds) > lq.limit {
+			ds = ds[:lq.limit]
+			next = lq.cursor(key, scope, ds[lq.limit-1].ID, "", false)
+		}
+		b := append(make([]byte, 0, 320*len(ds)+256), `{"data":[`...)
+		for i := range ds {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = ds[i].appendJSON(b)
+		}
+		b = appendPagination(append(b, "],"...), lq.limit, next)
+		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
+	})
+}
+
+// handleWebhookRetry answers POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry (body {}): 202,
+// the delivery, pending and due now, whatever its status was.
+func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, members, ik, aerr := bodyRequest(w, r, deliveries)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		deliveryID, ok := parseID(r.PathValue("deliveryId"))
+		if !ok {
+			writeProblem(w, r, badRequest("invalid_id", fmt.Sprintf("The delivery id in the path must be a positive integer; got %q.", r.PathValue("deliveryId"))))
+			return
+		}
+		if errs := applyMembers(members, nil, readOnlyFields); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		tx := beginWrite(w, r, st, log, ik)
+		if tx == nil {
+			return
+		}
+		defer tx.Rollback()
+		const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
+			WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
+			RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
+				next_attempt_at, delivered_at, created_at`
+		var d delivery
+		var a answer
+		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, deliveryID).Scan(d.scanDest()...)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			err = errNotFound
+		case err == nil:
+			a = answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}
+		}
+		finishWrite(w, r, st, log, tx, ik, a, err)
+	})
+}
+
+// claimed is a delivery a worker took, with what sending it needs.
+type claimed struct {
+	companyID, id, endpointID int64
+	attempts                  int64
+	lease                     time.Time // its next_attempt_at while this server sends it
+	url, secret               string
+	enabled                   bool
+	event                     event
+}
+
+// claimDeliveries takes up to n due deliveries for this server to send, and leases them: at most
+// webhookEndpointSlots to one endpoint, counting sending[i] already being sent to endpoints[i].
+func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending []int64) ([]claimed, error) {
+	// due: the first due deliveries, skipping those another server is taking, and endpoints with
+	// no slot left. picked: of those, the first that fit their endpoint's slots.
+	const q = `WITH busy (endpoint_id, sending) AS (SELECT * FROM unnest($1::bigint[], $2::bigint[])),
+		due AS (
+			SELECT company_id, id, endpoint_id, next_attempt_at FROM webhook_deliveries
+			WHERE status = 'pending' AND next_attempt_at <= now()
+				AND endpoint_id NOT IN (SELECT endpoint_id FROM busy WHERE sending >= $3)
+			ORDER BY next_attempt_at LIMIT $6 FOR UPDATE SKIP LOCKED),
+		picked AS (
+			SELECT company_id, id FROM (
+				SELECT due.company_id, due.id, due.next_attempt_at, coalesce(busy.sending, 0) +
+					row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at) AS nth
+				FROM due LEFT JOIN busy USING (endpoint_id)) ranked
+			WHERE nth <= $3 ORDER BY next_attempt_at LIMIT $4)
+		UPDATE webhook_deliveries d SET next_attempt_at = now() + $5 * interval '1 millisecond'
+		FROM picked, webhook_endpoints w, events e
+		WHERE d.company_id = picked.company_id AND d.id = picked.id
+			AND w.company_id = d.company_id AND w.id = d.endpoint_id
+			AND e.company_id = d.company_id AND e.id = d.event_id
+		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, w.enabled,
+			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
+	ctx, cancel := context.WithTimeout(ctx, webhookTimeout) // a database that hangs holds up no worker
+	defer cancel()
+	rows, err := s.db.QueryContext(ctx, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
+		n*webhookEndpointSlots)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []claimed
+	for rows.Next() {
+		var c claimed
+		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret, &c.enabled},
+			c.event.scanDest()...)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("claim deliveries: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// recordAttempt writes how an attempt at c went (status 0: no answer; none was made when c's
+// endpoint is disabled): delivered on a 2xx; else due again after the backoff for its attempts, or
+// failed when that is past webhookGiveUp from its creation or the endpoint is disabled. An endpoint
+// none of whose deliveries succeeded within webhookGiveUp is disabled when one of them fails so. It
+// does nothing when c's lease is no longer this server's. It reports whether it disabled the endpoint.
+func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errText string, backoff time.Duration) (bool, error) {
+	const q = `WITH d AS (
+			UPDATE webhook_deliveries SET attempts = attempts + $4::int, last_status_code = $5, last_error = $6,
+				status = CASE WHEN $5 BETWEEN 200 AND 299 THEN 'delivered'
+					WHEN NOT $7 OR now() + $8 * interval '1 millisecond' > created_at + $9 * interval '1 millisecond' THEN 'failed'
+					ELSE 'pending' END,
+				delivered_at = CASE WHEN $5 BETWEEN 200 AND 299 THEN date_trunc('milliseconds', now()) ELSE delivered_at END,
+				next_attempt_at = now() + $8 * interval '1 millisecond'
+			WHERE company_id = $1 AND id = $2 AND next_attempt_at = $3
+			RETURNING company_id, endpoint_id, status)
+		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $10,
+			updated_at = greatest(date_trunc('milliseconds', now()), w.updated_at + interval '1 millisecond')
+		FROM d WHERE d.status = 'failed' AND w.company_id = d.company_id AND w.id = d.endpoint_id AND w.enabled
+			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = d.company_id
+				AND x.endpoint_id = d.endpoint_id AND x.delivered_at > now() - $9 * interval '1 millisecond')`
+	tries := 1
+	if !c.enabled {
+		tries = 0
+	}
+	what := errText
+	if what == "" {
+		what = "HTTP status " + strconv.Itoa(status)
+	}
+	reason := "No delivery succeeded for 3 days; the last attempt: " + what + "."
+	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
+	defer cancel()
+	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, tries, sql.NullInt64{Int64: int64(status), Valid: status != 0},
+		sql.NullString{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
+		webhookGiveUp.Milliseconds(), reason)
+	if err != nil {
+		return false, fmt.Errorf("record delivery %d: %w", c.id, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// retryDelay is the wait before the attempt after the attempts-th: backoff, doubling each time, up
+// to maxWebhookBackoff.
+func retryDelay(backoff time.Duration, attempts int64) time.Duration {
+	d := backoff
+	for i := int64(1); i < attempts && d < maxWebhookBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxWebhookBackoff)
+}
+
+// webhookWorker sends the due deliveries of every company: at most its slots at once, and
+// webhookEndpointSlots of them to one endpoint, so that a slow or dead endpoint holds up only itself.
+type webhookWorker struct {
+	st     *store
+	client *http.Client
+	set    webhookSettings
+	log    *slog.Logger
+	freed  chan struct{} // a send ended: there is room to take more
+
+	mu      sync.Mutex
+	sending map[int64]int64 // deliveries being sent, by endpoint
+	total   int
+}
+
+// runWebhooks runs a worker until ctx is done (at once when set.slots is 0): it takes due
+// deliveries every webhookPoll, and whenever a send ends. At the end it waits for the sends, which
+// ctx cancels: their deliveries stay leased, and any server sends them once the lease runs out.
+func runWebhooks(ctx context.Context, st *store, set webhookSettings, log *slog.Logger) {
+	wk := &webhookWorker{st: st, client: newWebhookClient(set.allow), set: set, log: log,
+		freed: make(chan struct{}, 1), sending: map[int64]int64{}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for set.slots > 0 {
+		wait := webhookPoll
+		if err := wk.claim(ctx, &wg); err != nil && ctx.Err() == nil {
+			log.Warn("take webhook deliveries", "err", err)
+			wait = 4 * webhookPoll // the database is likely away: ask less often
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		case <-wk.freed:
+		}
+	}
+}
+
+// claim takes as many due deliveries as there are free slots, and starts sending each.
+func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
+	wk.mu.Lock()
+	room := wk.set.slots - wk.total
+	var endpoints, sending []int64
+	for id, n := range wk.sending {
+		endpoints, sending = append(endpoints, id), append(sending, n)
+	}
+	wk.mu.Unlock()
+	if room == 0 {
+		return nil
+	}
+	cs, err := wk.st.claimDeliveries(ctx, room, endpoints, sending)
+	if err != nil {
+		return err
+	}
+	wk.mu.Lock()
+	for _, c := range cs {
+		wk.sending[c.endpointID]++
+		wk.total++
+	}
+	wk.mu.Unlock()
+	for _, c := range cs {
+		wg.Go(func() {
+			wk.send(ctx, c)
+			wk.mu.Lock()
+			if wk.sending[c.endpointID]--; wk.sending[c.endpointID] == 0 {
+				delete(wk.sending, c.endpointID)
+			}
+			wk.total--
+			wk.mu.Unlock()
+			select {
+			case wk.freed <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return nil
+}
+
+// send posts c's event to its endpoint, unless the endpoint is disabled, and records the attempt.
+func (wk *webhookWorker) send(ctx context.Context, c claimed) {
+	status, errText := 0, "the endpoint is disabled"
+	if c.enabled {
+		status, errText = wk.post(ctx, c)
+		if ctx.Err() != nil {
+			return // the server is stopping: the lease runs out, and a server sends it again
+		}
+	}
+	disabled, err := wk.st.recordAttempt(ctx, c, status, errText, wk.set.backoff)
+	if err != nil && ctx.Err() == nil {
+		wk.log.Warn("record webhook delivery", "delivery", c.id, "err", err) // the lease runs out: it is sent again
+	}
+	if disabled {
+		wk.log.Info("webhook endpoint disabled", "company", c.companyID, "endpoint", c.endpointID, "after", webhookGiveUp)
+	}
+}
+
+// post sends c's event, signed, and returns the answer's status (0: none) and, unless it is a
+// 2xx, what went wrong ("" when the status says it all). It reads at most maxWebhookAnswer bytes of
+// the answer.
+func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
+	body := append(c.event.appendJSON(nil), '\n') // what GET /v1/events/{id} answers
+	t := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(c.secret))
+	mac.Write([]byte(t + "."))
+	mac.Write(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, "the URL cannot be requested"
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Rolodex-Webhooks")
+	req.Header.Set("Rolodex-Event-Id", strconv.FormatInt(c.event.ID, 10))
+	req.Header.Set("Rolodex-Signature", "t="+t+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := wk.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the method and URL, which the client knows
+		}
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxWebhookAnswer)) // closing with more unread drops the connection
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return resp.StatusCode, "redirects are not followed"
+	}
+	return resp.StatusCode, ""
+}
