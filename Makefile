@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test build vet postgres fuzz faults soak api-check image-check bench bench-go
+.PHONY: run test test-pgbouncer build vet postgres fuzz faults soak api-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -16,6 +16,16 @@ run: build postgres
 test: postgres
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 ./...
+
+## test-pgbouncer: the whole test suite through PgBouncer in transaction mode, in front of a private
+## PostgreSQL (.ci/test-pgbouncer.sh). Installs Debian's pgbouncer when it is missing and it can.
+test-pgbouncer: postgres
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing PgBouncer (apt-get install pgbouncer)..."; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
+		else echo "PgBouncer is missing. Install it with: sudo apt-get install pgbouncer"; exit 1; fi; }
+	GO='$(GO)' RACE='$(RACE)' bash .ci/test-pgbouncer.sh
 
 FUZZTIME  ?= 30s
 SOAK_TIME ?= 60s

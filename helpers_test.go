@@ -78,6 +78,8 @@ func testMain(m *testing.M) int {
 
 // setupTestDatabase fills testEnv.adminURL and testEnv.dbURL: a fresh database on DATABASE_URL's
 // server when it is set, else a private server in a temporary folder. cleanup drops or stops it.
+// DATABASE_URL may be a PgBouncer with a wildcard database entry, even in transaction mode (make
+// test-pgbouncer): CREATE DATABASE and DROP DATABASE ... WITH (FORCE) go through it like any statement.
 func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		testEnv.adminURL = u
