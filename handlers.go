@@ -13,7 +13,9 @@ import (
 
 // The handlers every resource shares: list, count, retrieve, create, update and delete. What differs
 // between resources is data (a resource: its path, its SQL, what its lists and expand[] take) and the
-// methods of its object type (object, below); their writes are store methods, passed in by addRoutes.
+// methods of its object type (object, below); their writes are functions of the resource's file that
+// take the write's transaction, passed in by addRoutes. Every write is one transaction: begun by
+// beginWrite, which also handles the Idempotency-Key, and committed by finishWrite.
 
 // resource describes one API resource to the shared handlers.
 type resource struct {
