@@ -58,8 +58,8 @@ type authenticator struct {
 	// a keyCacheTTL, with the keys made since), for the requests of addresses over their failure
 	// limit: a key not in it cannot be valid, so a flood of made-up keys from such addresses costs
 	// the database one refresh a keyCacheTTL however many keys it sends, and a valid key is still
-	// served (one made on another server within the last keyCacheTTL, once it is known here: the
-	// time a revocation takes to reach every server).
+	// served (one made within the last keyCacheTTL, on any server, once the next refresh knows it:
+	// the time a revocation takes to reach every server).
 	knownMu sync.Mutex
 	known   map[uint64]bool
 	loaded  time.Time
