@@ -82,6 +82,18 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// appendStrings appends ss as a JSON array of strings.
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, s)
+	}
+	return append(dst, ']')
+}
+
 // appendNullString appends s as a JSON string, or null when it is not valid.
 func appendNullString(dst []byte, s sql.NullString) []byte {
 	if !s.Valid {

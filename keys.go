@@ -74,18 +74,17 @@ type apiKey struct {
 	ID         int64
 	Name       string
 	Prefix     string
-	Scopes     []string
+	Scopes     commaList // stored comma-separated
 	UserID     int64
 	CreatedAt  time.Time
 	ExpiresAt  sql.NullTime
 	LastUsedAt sql.NullTime
-	scopeText  string // Scopes as stored: comma-separated
 }
 
 func (k *apiKey) key() int64 { return k.ID }
 
 func (k *apiKey) scanDest() []any {
-	return []any{&k.ID, &k.Name, &k.Prefix, &k.scopeText, &k.UserID, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt}
+	return []any{&k.ID, &k.Name, &k.Prefix, &k.Scopes, &k.UserID, &k.CreatedAt, &k.ExpiresAt, &k.LastUsedAt}
 }
 
 func (k *apiKey) appendJSON(b []byte) []byte {
@@ -95,14 +94,9 @@ func (k *apiKey) appendJSON(b []byte) []byte {
 	b = appendString(b, k.Name)
 	b = append(b, `,"prefix":`...)
 	b = appendString(b, k.Prefix)
-	b = append(b, `,"scopes":[`...)
-	for i, s := range strings.Split(k.scopeText, ",") {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	b = append(b, `],"userId":`...)
+	b = append(b, `,"scopes":`...)
+	b = appendStrings(b, k.Scopes)
+	b = append(b, `,"userId":`...)
 	b = strconv.AppendInt(b, k.UserID, 10)
 	b = append(b, `,"createdAt":`...)
 	b = appendTime(b, k.CreatedAt)
@@ -124,7 +118,7 @@ func (k *apiKey) fields() []bodyField {
 }
 
 // scopeList sets a non-empty list of scopes.
-func scopeList(p *[]string) func(json.RawMessage) string {
+func scopeList(p *commaList) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		var scopes []string
 		if json.Unmarshal(raw, &scopes) != nil || len(scopes) == 0 || len(scopes) > 2*len(scopeResources) {
@@ -146,11 +140,11 @@ func scopeList(p *[]string) func(json.RawMessage) string {
 func insertAPIKey(ctx context.Context, tx execer, companyID int64, k apiKey) (apiKey, string, error) {
 	key := newAPIKey()
 	hash := hashKey(key)
-	k.Prefix, k.scopeText = key[:keyPrefixLen], strings.Join(k.Scopes, ",")
+	k.Prefix = key[:keyPrefixLen]
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
 		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
 		RETURNING id, created_at`
-	err := tx.QueryRowContext(ctx, q, companyID, k.UserID, k.Prefix, hash[:], k.Name, k.scopeText, k.ExpiresAt).
+	err := tx.QueryRowContext(ctx, q, companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt).
 		Scan(&k.ID, &k.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
@@ -228,13 +222,12 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			RETURNING name, scopes, user_id, hash`
 		var old apiKey
 		var hash []byte
-		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, expiresIn.Int64).Scan(&old.Name, &old.scopeText, &old.UserID, &hash)
+		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, expiresIn.Int64).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errNotFound
 		}
 		var a answer
 		if err == nil {
-			old.Scopes = strings.Split(old.scopeText, ",")
 			if aerr := grantable(r, old.Scopes); aerr != nil {
 				writeProblem(w, r, aerr)
 				return

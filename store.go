@@ -165,6 +165,19 @@ func readTx(tx *sql.Tx) reader {
 	}
 }
 
+// commaList is a list of strings a row holds as one comma-separated text (none has a comma).
+type commaList []string
+
+// Scan reads the list from that text.
+func (l *commaList) Scan(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("scan a comma-separated list from %T", v)
+	}
+	*l = strings.Split(s, ",")
+	return nil
+}
+
 // rowsInto returns a read of q that scans its rows into new Ts appended to *out.
 func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
 	return read{q, args, func(rows rows) error {

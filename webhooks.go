@@ -80,17 +80,7 @@ type webhookEndpoint struct {
 
 // eventFilters are the event types, families ("contact.*") or "*" an endpoint takes. A row holds
 // them as array_to_string(events, ','): no filter has a comma.
-type eventFilters []string
-
-// Scan reads the filters from that text.
-func (f *eventFilters) Scan(v any) error {
-	s, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("scan event filters from %T", v)
-	}
-	*f = strings.Split(s, ",")
-	return nil
-}
+type eventFilters = commaList
 
 func (e *webhookEndpoint) key() int64 { return e.ID }
 
@@ -103,14 +93,9 @@ func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, e.ID, 10)
 	b = append(b, `,"url":`...)
 	b = appendString(b, e.URL)
-	b = append(b, `,"events":[`...)
-	for i, f := range e.Events {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, f)
-	}
-	b = append(b, `],"description":`...)
+	b = append(b, `,"events":`...)
+	b = appendStrings(b, e.Events)
+	b = append(b, `,"description":`...)
 	b = appendNullString(b, e.Description)
 	b = append(b, `,"enabled":`...)
 	b = strconv.AppendBool(b, e.Enabled)
