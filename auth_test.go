@@ -100,6 +100,20 @@ func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
 	if err := st.revokeAPIKey(ctx, key); !errors.Is(err, errNotFound) {
 		t.Errorf("second revoke: err = %v; want errNotFound", err)
 	}
+	// Prefixes are not unique: one that names two keys revokes neither; the whole key revokes one.
+	twin, err := st.createAPIKey(ctx, c.id, 0, []string{"*"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.db.Exec(`UPDATE api_keys SET prefix = $2 WHERE company_id = $1 AND prefix = $3`, c.id, c.key[:12], twin[:12]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.revokeAPIKey(ctx, c.key[:12]); err == nil || errors.Is(err, errNotFound) {
+		t.Errorf("revoke a prefix of two keys: err = %v; want a refusal", err)
+	}
+	if err := st.revokeAPIKey(ctx, twin); err != nil {
+		t.Errorf("revoke the whole key of a shared prefix: %v", err)
+	}
 	if _, err := resolve(c.key); err != nil {
 		t.Errorf("the company's other key stopped working: %v", err)
 	}

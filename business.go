@@ -239,10 +239,9 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 	}
 	const insert = `INSERT INTO business (company_id, user_creator_id, title, value, deadline, private,
 		position, date_won, reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id)
-		VALUES ($1, $2, $3, $4::numeric, $5, $6,
-			coalesce($7, (SELECT least(coalesce(max(position), 0)::bigint + 1, 2147483647)
-				FROM business WHERE company_id = $1 AND stage_id = $15)),
-			$8, $9, $10, $11, $12, $13, $14, $15)
+		SELECT $1, $2, $3, $4::numeric, $5, $6, coalesce($7, least(coalesce(max(position), 0)::bigint + 1, 2147483647)),
+			$8, $9, $10, $11, $12, $13, $14, $15
+		FROM business WHERE company_id = $1 AND stage_id = $15
 		RETURNING id, position, created_at, updated_at, version`
 	err := tx.QueryRowContext(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...)...).
 		Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
@@ -264,7 +263,7 @@ func updateBusiness(ctx context.Context, tx *sql.Tx, companyID int64, old, b bus
 	const q = `UPDATE business SET title = $4, value = $5::numeric, deadline = $6, private = $7,
 		position = $8, date_won = $9, reason_lost = $10, status_id = $11, organization_id = $12,
 		currency_id = $13, user_owner_id = $14, board_id = $15, stage_id = $16, version = version + 1,
-		updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 AND version = $3
 		RETURNING updated_at, version`
 	args := append([]any{companyID, old.ID, old.Version}, b.writableValues()...)

@@ -124,8 +124,10 @@ func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
 		SELECT $1, (ARRAY['Annual licence','Pilot project','Support renewal','Hardware order'])[1 + i % 4] || ' #' || i,
 			(i * 1250.5)::numeric, date_trunc('milliseconds', now()) + i * interval '3 days', i, 1 + (i % 7 = 0)::int,
 			(SELECT id FROM organizations WHERE company_id = $1 ORDER BY id OFFSET i % 5 LIMIT 1), 978,
-			$2, $2, b.id, (SELECT id FROM stages WHERE company_id = $1 AND board_id = b.id ORDER BY position OFFSET i % 5 LIMIT 1)
-		FROM generate_series(1, 20) AS i, boards b WHERE b.company_id = $1 AND b.is_default`
+			$2, $2, (SELECT id FROM boards WHERE company_id = $1 AND is_default),
+			(SELECT s.id FROM stages s JOIN boards b ON b.company_id = s.company_id AND b.id = s.board_id
+				WHERE s.company_id = $1 AND b.is_default ORDER BY s.position OFFSET i % 5 LIMIT 1)
+		FROM generate_series(1, 20) AS i`
 	if _, err := tx.ExecContext(ctx, qBusiness, nc.CompanyID, nc.UserID); err != nil {
 		return fmt.Errorf("seed business: %w", err)
 	}

@@ -238,7 +238,7 @@ func updateContact(ctx context.Context, tx *sql.Tx, companyID int64, old, c cont
 		secondary_email = $9, phone = $10, mobile_phone = $11, url_avatar = $12, address = $13, city = $14,
 		with_sales = $15, country_id = $16, classification = $17, stage_id = $18, organization_id = $19,
 		assigned_to_id = $20, version = version + 1,
-		updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 AND version = $3
 		RETURNING updated_at, version`
 	args := append([]any{companyID, old.ID, old.Version}, c.writableValues()...)

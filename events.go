@@ -257,11 +257,11 @@ func readFeedCursor(s string, key []byte, scope string) (feedPos, *apiError) {
 }
 
 // deleteOldEvents deletes up to a batch of the events older than retention, oldest first through
-// the created_at index, skipping rows another server is deleting; it returns how many it deleted.
+// the created_at index, and returns how many it deleted.
 func (s *store) deleteOldEvents(ctx context.Context, retention time.Duration) (int64, error) {
 	const q = `DELETE FROM events WHERE (company_id, id) IN (
 		SELECT company_id, id FROM events WHERE created_at < now() - $1 * interval '1 millisecond'
-		ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)`
+		ORDER BY created_at LIMIT $2)`
 	res, err := s.db.ExecContext(ctx, q, retention.Milliseconds(), deleteBatch)
 	if err != nil {
 		return 0, fmt.Errorf("delete old events: %w", err)

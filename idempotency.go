@@ -147,7 +147,7 @@ func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik
 			ON CONFLICT (company_id, key) DO UPDATE SET fingerprint = excluded.fingerprint,
 				status = excluded.status, location = excluded.location, etag = excluded.etag,
 				body = excluded.body, created_at = excluded.created_at
-			WHERE idempotency_keys.created_at <= now() - interval '24 hours'`
+			WHERE excluded.created_at - idempotency_keys.created_at >= interval '24 hours'`
 		res, err := tx.ExecContext(ctx, q, companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
 		if err != nil {
 			return fmt.Errorf("keep idempotency key: %w", err)
@@ -163,12 +163,11 @@ func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik
 }
 
 // deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through
-// the created_at index (no table scan, and no long lock: rows another server is deleting are
-// skipped), and returns how many it deleted.
+// the created_at index (no table scan, and no long lock), and returns how many it deleted.
 func (s *store) deleteExpiredKeys(ctx context.Context) (int64, error) {
 	const q = `DELETE FROM idempotency_keys WHERE (company_id, key) IN (
 		SELECT company_id, key FROM idempotency_keys WHERE created_at <= now() - interval '24 hours'
-		ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)`
+		ORDER BY created_at LIMIT $1)`
 	res, err := s.db.ExecContext(ctx, q, deleteBatch)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired idempotency keys: %w", err)

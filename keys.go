@@ -297,22 +297,31 @@ func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, err
 	return queryAll[apiKey](ctx, s, apiKeys.selectSQL+` ORDER BY id`, companyID)
 }
 
-// revokeAPIKey revokes the active key whose display prefix starts prefixOrKey (a whole key works
-// too). It returns errNotFound when no active key has that prefix.
+// revokeAPIKey revokes the active key that is prefixOrKey, or whose display prefix it is. It
+// returns errNotFound when there is none, and revokes nothing when a prefix names more than one
+// key (prefixes are random, not unique; the whole key then names it).
 func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
+	q, arg := `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE prefix = $1 AND revoked_at IS NULL`, any(prefixOrKey)
 	if len(prefixOrKey) > keyPrefixLen {
-		prefixOrKey = prefixOrKey[:keyPrefixLen]
+		hash := hashKey(prefixOrKey)
+		q, arg = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE hash = $1 AND revoked_at IS NULL`, hash[:]
 	}
-	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-		WHERE prefix = $1 AND revoked_at IS NULL`
-	res, err := s.db.ExecContext(ctx, q, prefixOrKey)
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errNotFound
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, q, arg)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
 	}
-	return nil
+	switch n, _ := res.RowsAffected(); {
+	case n == 0:
+		return errNotFound
+	case n > 1:
+		return fmt.Errorf("%d active keys have the prefix %s: give the whole key", n, prefixOrKey)
+	}
+	return tx.Commit()
 }
 
 // activeKeyHashes returns the hashes of the active keys made since since.

@@ -32,7 +32,8 @@ import (
 // The statement that writes an event also writes a pending delivery of it to each enabled endpoint
 // of the company whose events match (recordEvent, events.go), so a committed change always has its
 // deliveries and a failed one has none. The worker takes due deliveries with one UPDATE that moves
-// their next_attempt_at a lease ahead (FOR UPDATE SKIP LOCKED, so servers never take the same one),
+// their next_attempt_at a lease ahead, only where it is still the one read (so of servers that read
+// the same due delivery, the first takes it and the others, waiting on its row, find it moved on),
 // posts each with no transaction open, and records the attempt only if its lease is still the one
 // it took. A server killed mid-delivery leaves the lease to run out, and then any server sends the
 // delivery again: receivers de-duplicate on Rolodex-Event-Id.
@@ -354,7 +355,7 @@ func createWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEn
 // updateWebhook writes v, an endpoint of the company locked in tx, moving updatedAt.
 func updateWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
-		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
 	err := tx.QueryRowContext(ctx, q, companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason).
 		Scan(&v.UpdatedAt)
@@ -524,23 +525,24 @@ type claimed struct {
 // claimDeliveries takes up to n due deliveries for this server to send, and leases them: at most
 // webhookEndpointSlots to one endpoint, counting sending[i] already being sent to endpoints[i].
 func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending []int64) ([]claimed, error) {
-	// due: the first due deliveries, skipping those another server is taking, and endpoints with
-	// no slot left. picked: of those, the first that fit their endpoint's slots.
+	// due: the first due deliveries, but of endpoints with no slot left. picked: of those, the first
+	// that fit their endpoint's slots. No FOR UPDATE: Citus refuses it across shards; the UPDATE's
+	// own check of next_attempt_at keeps a delivery to the server that moved it first.
 	const q = `WITH busy (endpoint_id, sending) AS (SELECT * FROM unnest($1::bigint[], $2::bigint[])),
 		due AS (
 			SELECT company_id, id, endpoint_id, next_attempt_at FROM webhook_deliveries
 			WHERE status = 'pending' AND next_attempt_at <= now()
 				AND endpoint_id NOT IN (SELECT endpoint_id FROM busy WHERE sending >= $3)
-			ORDER BY next_attempt_at LIMIT $6 FOR UPDATE SKIP LOCKED),
+			ORDER BY next_attempt_at LIMIT $6),
 		picked AS (
-			SELECT company_id, id FROM (
+			SELECT company_id, id, next_attempt_at FROM (
 				SELECT due.company_id, due.id, due.next_attempt_at, coalesce(busy.sending, 0) +
 					row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at) AS nth
 				FROM due LEFT JOIN busy USING (endpoint_id)) ranked
 			WHERE nth <= $3 ORDER BY next_attempt_at LIMIT $4)
 		UPDATE webhook_deliveries d SET next_attempt_at = now() + $5 * interval '1 millisecond'
 		FROM picked, webhook_endpoints w, events e
-		WHERE d.company_id = picked.company_id AND d.id = picked.id
+		WHERE d.company_id = picked.company_id AND d.id = picked.id AND d.next_attempt_at = picked.next_attempt_at
 			AND w.company_id = d.company_id AND w.id = d.endpoint_id
 			AND e.company_id = d.company_id AND e.id = d.event_id
 		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, w.enabled,
@@ -572,20 +574,24 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 // none of whose deliveries succeeded within webhookGiveUp is disabled when one of them fails so. It
 // does nothing when c's lease is no longer this server's. It reports whether it disabled the endpoint.
 func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errText string, backoff time.Duration) (bool, error) {
+	// The times are worked out once, in t: on Citus a CASE may not call now(), and now() + interval
+	// may not take a column.
 	const q = `WITH d AS (
 			UPDATE webhook_deliveries SET attempts = attempts + $4::int, last_status_code = $5, last_error = $6,
 				status = CASE WHEN $5 BETWEEN 200 AND 299 THEN 'delivered'
-					WHEN NOT $7 OR now() + $8 * interval '1 millisecond' > created_at + $9 * interval '1 millisecond' THEN 'failed'
-					ELSE 'pending' END,
-				delivered_at = CASE WHEN $5 BETWEEN 200 AND 299 THEN date_trunc('milliseconds', now()) ELSE delivered_at END,
-				next_attempt_at = now() + $8 * interval '1 millisecond'
+					WHEN NOT $7 OR created_at < t.give_up THEN 'failed' ELSE 'pending' END,
+				delivered_at = CASE WHEN $5 BETWEEN 200 AND 299 THEN t.now ELSE delivered_at END,
+				next_attempt_at = t.next
+			FROM (SELECT date_trunc('milliseconds', now()) AS now, now() + $8 * interval '1 millisecond' AS next,
+				now() + ($8::bigint - $9::bigint) * interval '1 millisecond' AS give_up,
+				now() - $9 * interval '1 millisecond' AS delivered_since) AS t
 			WHERE company_id = $1 AND id = $2 AND next_attempt_at = $3
-			RETURNING company_id, endpoint_id, status)
+			RETURNING company_id, endpoint_id, status, t.delivered_since)
 		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $10,
-			updated_at = greatest(date_trunc('milliseconds', now()), w.updated_at + interval '1 millisecond')
+			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(w.updated_at))
 		FROM d WHERE d.status = 'failed' AND w.company_id = d.company_id AND w.id = d.endpoint_id AND w.enabled
-			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = d.company_id
-				AND x.endpoint_id = d.endpoint_id AND x.delivered_at > now() - $9 * interval '1 millisecond')`
+			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = w.company_id
+				AND x.endpoint_id = w.id AND x.delivered_at > d.delivered_since)`
 	tries := 1
 	if !c.enabled {
 		tries = 0

@@ -50,6 +50,11 @@ func newHookWorld(t *testing.T, env map[string]string) *hookWorld {
 	maps.Copy(all, env)
 	w := &hookWorld{log: &syncBuffer{}}
 	w.base = startServer(t, all, w.log)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the server's log:\n%s", w.log)
+		}
+	})
 	var err error
 	if w.st, err = openStore(dbConfig{url: dbURL, maxConns: 2}); err != nil {
 		t.Fatal(err)
@@ -736,7 +741,7 @@ func TestWebhookDeliveryGivesUpAfter3DaysAndDisablesItsEndpoint(t *testing.T) {
 	eventually(t, "failed attempts at both endpoints", func() bool { return len(flaky.hits()) >= 2 && len(dead.hits()) >= 2 })
 
 	// Three days pass for the pending deliveries: the database's clock is the one the worker reads.
-	if _, err := w.st.db.Exec(`UPDATE webhook_deliveries SET created_at = created_at - interval '4 days' WHERE company_id = $1 AND status = 'pending'`, w.c.id); err != nil {
+	if _, err := w.st.db.Exec(`UPDATE webhook_deliveries SET created_at = now() - interval '4 days' WHERE company_id = $1 AND status = 'pending'`, w.c.id); err != nil {
 		t.Fatal(err)
 	}
 	var got endpointBody
