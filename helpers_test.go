@@ -39,6 +39,7 @@ var testEnv struct {
 	st       *store
 	baseURL  string
 	log      *syncBuffer // the server's log
+	citus    bool        // the database is a Citus cluster's (make test-citus)
 }
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -67,7 +68,19 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "server did not start: %v\n%s", err, testEnv.log.String())
 		return 1
 	}
+	err = testEnv.st.db.QueryRow(`SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&testEnv.citus)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	code := m.Run()
+	if code != 0 { // the shared server's errors: what a 500 above was
+		for line := range strings.Lines(testEnv.log.String()) {
+			if strings.Contains(line, `"level":"ERROR"`) {
+				fmt.Fprint(os.Stderr, line)
+			}
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		fmt.Fprintf(os.Stderr, "server: %v\n", err)
@@ -84,10 +97,7 @@ func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		testEnv.adminURL = u
 		name := "rolodex_test_" + randomHex(6)
-		if err := adminExec(ctx, u, "CREATE DATABASE "+quoteIdent(name)); err != nil {
-			return nil, err
-		}
-		testEnv.dbURL, err = withDatabase(u, name)
+		testEnv.dbURL, err = createDatabase(ctx, u, name)
 		return func() { dropDatabase(u, name) }, err
 	}
 	dir, err := os.MkdirTemp("", "rolodex-test-pg-")
@@ -106,6 +116,38 @@ func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 		return nil, err
 	}
 	return func() { pg.Stop(); os.RemoveAll(dir) }, nil
+}
+
+// createDatabase creates the database name on the server at adminURL and returns its URL. On a
+// Citus coordinator (make test-citus) it also registers, in the new database, the nodes that the
+// admin database has: Citus keeps its nodes per database.
+func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	if err := adminExec(ctx, adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
+		return "", err
+	}
+	u, err := withDatabase(adminURL, name)
+	if err != nil {
+		return "", err
+	}
+	admin, err := openStore(dbConfig{url: adminURL, maxConns: 1})
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	var nodes string
+	err = admin.db.QueryRowContext(ctx, `SELECT coalesce(string_agg(CASE groupid WHEN 0
+			THEN format('SELECT citus_set_coordinator_host(%L, %s)', nodename, nodeport)
+			ELSE format('SELECT citus_add_node(%L, %s)', nodename, nodeport) END, E'\n' ORDER BY groupid), '')
+		FROM pg_dist_node`).Scan(&nodes)
+	if err != nil && pgCode(err) != "42P01" { // undefined_table: not Citus
+		return "", err
+	}
+	for q := range strings.Lines(nodes) {
+		if err := adminExec(ctx, u, q); err != nil {
+			return "", fmt.Errorf("register Citus node: %w", err)
+		}
+	}
+	return u, nil
 }
 
 // adminExec runs one statement (CREATE or DROP DATABASE name) on the server at adminURL.
@@ -138,13 +180,10 @@ func withDatabase(u, name string) (string, error) {
 func freshDatabase(t *testing.T) string {
 	t.Helper()
 	name := "rolodex_fresh_" + randomHex(6)
-	if err := adminExec(context.Background(), testEnv.adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
+	u, err := createDatabase(context.Background(), testEnv.adminURL, name)
 	t.Cleanup(func() { dropDatabase(testEnv.adminURL, name) })
-	u, err := withDatabase(testEnv.adminURL, name)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("create database: %v", err)
 	}
 	return u
 }

@@ -386,7 +386,7 @@ func (s *store) migrate(ctx context.Context) ([]int, error) {
 			done = append(done, m.version)
 		}
 	}
-	return done, nil
+	return done, s.distribute(ctx)
 }
 
 // applyMigration applies m and records it, in one transaction under the migration lock, unless it

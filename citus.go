@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// Citus (docs/scaling.md): on a database with the citus extension, migrate ends by spreading the
+// tables over the workers. The schema files are the same as on plain PostgreSQL; this is the one
+// step that differs.
+//
+//   - A table with a company_id column is distributed by it, every one in one colocation group, so
+//     that all of a company's rows are on one worker and each request is routed to that worker.
+//   - Every other table (companies, countries, currencies, statuses, server_secrets,
+//     schema_migrations) becomes a reference table, copied to every node.
+//
+// A key's look-up by its hash (auth.go) is the one statement that asks every shard, once a
+// keyCacheTTL per key and server.
+//
+// Citus distributes a table only without foreign keys to or from plain tables, so the foreign keys
+// of the tables still to distribute are dropped, the tables distributed, and the keys made again,
+// all in one transaction under the migration lock. A database whose tables are all distributed
+// already costs one query.
+func (s *store) distribute(ctx context.Context) error {
+	var citus bool
+	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
+	if err != nil || !citus {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Sequential: the shards of one transaction's DDL are made over one connection a worker, so that
+	// the foreign keys made later in it see them.
+	// The triggers of schema/0010_citus.sql are safe on shards: each writes only rows of the
+	// company of the row it fires for, which are on the same worker.
+	for _, set := range []string{`SET LOCAL citus.multi_shard_modify_mode = 'sequential'`, `SET LOCAL citus.enable_unsafe_triggers = on`} {
+		if _, err := tx.ExecContext(ctx, set); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+		return err
+	}
+	// The statements, in order: drop the foreign keys of the tables Citus does not have yet, make
+	// the reference tables, distribute the others, make the keys again.
+	const q = `WITH todo AS (
+			SELECT c.oid, EXISTS (SELECT FROM pg_attribute a
+				WHERE a.attrelid = c.oid AND a.attname = 'company_id' AND NOT a.attisdropped) AS distributed
+			FROM pg_class c
+			WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+				AND NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)),
+		keys AS (
+			SELECT oid, conrelid, confrelid, conname FROM pg_constraint
+			WHERE contype = 'f' AND (conrelid IN (SELECT oid FROM todo) OR confrelid IN (SELECT oid FROM todo)))
+		SELECT q FROM (
+			SELECT 1 AS step, format('ALTER TABLE %s DROP CONSTRAINT %I', conrelid::regclass, conname) AS q FROM keys
+			UNION ALL
+			SELECT 2, format('SELECT create_reference_table(%L)', oid::regclass) FROM todo WHERE NOT distributed
+			UNION ALL
+			SELECT 3, format('SELECT create_distributed_table(%L, ''company_id'', colocate_with => ''default'')', oid::regclass)
+			FROM todo WHERE distributed
+			UNION ALL
+			SELECT 4, format('ALTER TABLE %s ADD CONSTRAINT %I %s', conrelid::regclass, conname, pg_get_constraintdef(oid))
+			FROM keys) AS s
+		ORDER BY step, q`
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	var stmts []string
+	for rows.Next() {
+		var stmt string
+		if err := rows.Scan(&stmt); err != nil {
+			rows.Close()
+			return err
+		}
+		stmts = append(stmts, stmt)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("citus: %s: %w", stmt, err)
+		}
+	}
+	return tx.Commit()
+}
