@@ -21,6 +21,14 @@ import (
 // of the tables still to distribute are dropped, the tables distributed, and the keys made again,
 // all in one transaction under the migration lock. A database whose tables are all distributed
 // already costs one query.
+//
+// A database in use moves its rows into the shards (docs/scaling.md). The count triggers are off
+// meanwhile: those rows are counted already. The events' trigger is on: each event copied takes the
+// id of the copying transaction on its worker, as every event of that worker's feed must (events.go),
+// so all of a company's events from before come first in its feed, in id order. Cursors from
+// before the move are positions among the old transaction ids, which mean nothing on the workers:
+// the key that signs cursors is made anew, and the servers, restarted on the coordinator, refuse
+// them (400); clients start their walks again.
 func (s *store) distribute(ctx context.Context) error {
 	var citus bool
 	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
@@ -44,8 +52,9 @@ func (s *store) distribute(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 		return err
 	}
-	// The statements, in order: drop the foreign keys of the tables Citus does not have yet, make
-	// the reference tables, distribute the others, make the keys again.
+	// The statements, in order: a new cursor key (when the events move), drop the foreign keys of
+	// the tables Citus does not have yet, turn their count triggers off, make the reference tables,
+	// distribute the others, turn the triggers on, make the keys again.
 	const q = `WITH todo AS (
 			SELECT c.oid, EXISTS (SELECT FROM pg_attribute a
 				WHERE a.attrelid = c.oid AND a.attname = 'company_id' AND NOT a.attisdropped) AS distributed
@@ -54,17 +63,26 @@ func (s *store) distribute(ctx context.Context) error {
 				AND NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)),
 		keys AS (
 			SELECT oid, conrelid, confrelid, conname FROM pg_constraint
-			WHERE contype = 'f' AND (conrelid IN (SELECT oid FROM todo) OR confrelid IN (SELECT oid FROM todo)))
+			WHERE contype = 'f' AND (conrelid IN (SELECT oid FROM todo) OR confrelid IN (SELECT oid FROM todo))),
+		counted AS (
+			SELECT tgrelid, tgname FROM pg_trigger WHERE tgrelid IN (SELECT oid FROM todo) AND tgfoid = 'count_row'::regproc)
 		SELECT q FROM (
 			SELECT 1 AS step, format('ALTER TABLE %s DROP CONSTRAINT %I', conrelid::regclass, conname) AS q FROM keys
 			UNION ALL
-			SELECT 2, format('SELECT create_reference_table(%L)', oid::regclass) FROM todo WHERE NOT distributed
+			SELECT 2, format('ALTER TABLE %s DISABLE TRIGGER %I', tgrelid::regclass, tgname) FROM counted
 			UNION ALL
-			SELECT 3, format('SELECT create_distributed_table(%L, ''company_id'', colocate_with => ''default'')', oid::regclass)
+			SELECT 3, format('SELECT create_reference_table(%L)', oid::regclass) FROM todo WHERE NOT distributed
+			UNION ALL
+			SELECT 4, format('SELECT create_distributed_table(%L, ''company_id'', colocate_with => ''default'')', oid::regclass)
 			FROM todo WHERE distributed
 			UNION ALL
-			SELECT 4, format('ALTER TABLE %s ADD CONSTRAINT %I %s', conrelid::regclass, conname, pg_get_constraintdef(oid))
-			FROM keys) AS s
+			SELECT 5, format('ALTER TABLE %s ENABLE TRIGGER %I', tgrelid::regclass, tgname) FROM counted
+			UNION ALL
+			SELECT 6, format('ALTER TABLE %s ADD CONSTRAINT %I %s', conrelid::regclass, conname, pg_get_constraintdef(oid))
+			FROM keys
+			UNION ALL
+			SELECT 0, $$UPDATE server_secrets SET value = sha256(convert_to(gen_random_uuid()::text ||
+				gen_random_uuid()::text, 'UTF8')) WHERE name = 'cursor'$$ FROM todo WHERE oid = 'events'::regclass) AS s
 		ORDER BY step, q`
 	rows, err := tx.QueryContext(ctx, q)
 	if err != nil {

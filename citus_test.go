@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -102,3 +107,94 @@ func TestCitusRoutesACompanysStatementsToOneShard(t *testing.T) {
 
 // shardScan matches a shard in a plan: contacts_102008.
 var shardScan = regexp.MustCompile(`on [a-z_]+_[0-9]+`)
+
+// TestCitusDistributesADatabaseInUse is the move of docs/scaling.md: a database that served on one
+// PostgreSQL, with a company's rows and events in it, gets the citus extension and its workers,
+// and rolodex migrate distributes it. Every row is there after, the counts hold, it takes writes,
+// and the feed serves the events from before the move and then those after it; a feed cursor
+// from before is refused.
+func TestCitusDistributesADatabaseInUse(t *testing.T) {
+	if !testEnv.citus {
+		t.Skip("not a Citus cluster (make test-citus)")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := freshDatabase(t)
+	if err := adminExec(ctx, dbURL, `DROP EXTENSION citus`); err != nil { // one PostgreSQL, as before the move
+		t.Fatal(err)
+	}
+	st, err := openStore(dbConfig{url: dbURL, maxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	demo, err := st.demoCompany(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := startServer(t, map[string]string{"DATABASE_URL": dbURL}, &syncBuffer{})
+	wantStatus(t, callAt(t, nil, before, "POST", "/v1/contacts", demo.APIKey, `{"name": "Before the move"}`), http.StatusCreated)
+	oldCursor := feedNames(t, before, demo.APIKey, 1)
+	const qRows = `SELECT (SELECT count(*) FROM contacts WHERE company_id = $1), (SELECT count(*) FROM business WHERE company_id = $1),
+		(SELECT count(*) FROM pg_dist_partition)`
+	var contactRows, businessRows, distributed int
+	if err := st.db.QueryRow(`SELECT (SELECT count(*) FROM contacts WHERE company_id = $1),
+		(SELECT count(*) FROM business WHERE company_id = $1)`, demo.CompanyID).Scan(&contactRows, &businessRows); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := adminExec(ctx, dbURL, `CREATE EXTENSION citus`); err != nil {
+		t.Fatal(err)
+	}
+	if err := registerCitusNodes(ctx, testEnv.adminURL, dbURL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.migrate(ctx); err != nil {
+		t.Fatalf("migrate onto Citus: %v", err)
+	}
+	var c, b int
+	if err := st.db.QueryRow(qRows, demo.CompanyID).Scan(&c, &b, &distributed); err != nil {
+		t.Fatal(err)
+	}
+	if c != contactRows || b != businessRows || c == 0 || distributed < 18 {
+		t.Errorf("after the move: %d contacts, %d business, %d Citus tables; want %d, %d and every table",
+			c, b, distributed, contactRows, businessRows)
+	}
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL}, &syncBuffer{}) // after the move
+	wantProblem(t, callAt(t, nil, base, "GET", "/v1/events?cursor="+url.QueryEscape(oldCursor), demo.APIKey, ""),
+		http.StatusBadRequest, "invalid_parameter")
+	wantCount := func(path string, want int) {
+		t.Helper()
+		r := callAt(t, nil, base, "GET", path+"/count", demo.APIKey, "")
+		if got := decode[struct{ Count int }](t, wantBody(t, "GET "+path+"/count", r, http.StatusOK)).Count; got != want {
+			t.Errorf("GET %s/count = %d; want %d", path, got, want)
+		}
+	}
+	wantCount("/v1/contacts", contactRows)
+	wantCount("/v1/business", businessRows)
+	wantStatus(t, callAt(t, nil, base, "POST", "/v1/contacts", demo.APIKey, `{"name": "After the move"}`), http.StatusCreated)
+	wantCount("/v1/contacts", contactRows+1)
+	feedNames(t, base, demo.APIKey, 2, "Before the move", "After the move")
+}
+
+// feedNames waits until the feed at base has n events, and checks the names of their objects
+// (when given); it returns the cursor after them.
+func feedNames(t *testing.T, base, key string, n int, names ...string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f := readFeed(t, base, key, "", "limit=100")
+		if len(f.Data) >= n || time.Now().After(deadline) {
+			var got []string
+			for _, e := range f.Data {
+				got = append(got, fmt.Sprint(e.Data.Object["name"]))
+			}
+			if len(got) != n || names != nil && !slices.Equal(got, names) {
+				t.Errorf("the feed = %q; want %d events %q", got, n, names)
+			}
+			return f.Pagination.NextCursor
+		}
+	}
+}

@@ -118,9 +118,8 @@ func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 	return func() { pg.Stop(); os.RemoveAll(dir) }, nil
 }
 
-// createDatabase creates the database name on the server at adminURL and returns its URL. On a
-// Citus coordinator (make test-citus) it also registers, in the new database, the nodes that the
-// admin database has: Citus keeps its nodes per database.
+// createDatabase creates the database name on the server at adminURL and returns its URL, with
+// Citus's nodes registered in it when there are some (registerCitusNodes).
 func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
 	if err := adminExec(ctx, adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
 		return "", err
@@ -129,9 +128,15 @@ func createDatabase(ctx context.Context, adminURL, name string) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	return u, registerCitusNodes(ctx, adminURL, u)
+}
+
+// registerCitusNodes registers in the database at u the Citus nodes of the admin database (make
+// test-citus registers them there): Citus keeps its nodes per database. Elsewhere it does nothing.
+func registerCitusNodes(ctx context.Context, adminURL, u string) error {
 	admin, err := openStore(dbConfig{url: adminURL, maxConns: 1})
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer admin.Close()
 	var nodes string
@@ -139,15 +144,18 @@ func createDatabase(ctx context.Context, adminURL, name string) (string, error) 
 			THEN format('SELECT citus_set_coordinator_host(%L, %s)', nodename, nodeport)
 			ELSE format('SELECT citus_add_node(%L, %s)', nodename, nodeport) END, E'\n' ORDER BY groupid), '')
 		FROM pg_dist_node`).Scan(&nodes)
-	if err != nil && pgCode(err) != "42P01" { // undefined_table: not Citus
-		return "", err
+	if pgCode(err) == "42P01" { // undefined_table: not Citus
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	for q := range strings.Lines(nodes) {
 		if err := adminExec(ctx, u, q); err != nil {
-			return "", fmt.Errorf("register Citus node: %w", err)
+			return fmt.Errorf("register Citus node: %w", err)
 		}
 	}
-	return u, nil
+	return nil
 }
 
 // adminExec runs one statement (CREATE or DROP DATABASE name) on the server at adminURL.
