@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test test-pgbouncer build vet postgres fuzz faults soak api-check image-check bench bench-go
+.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -26,6 +26,13 @@ test-pgbouncer: postgres
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; \
 		else echo "PgBouncer is missing. Install it with: sudo apt-get install pgbouncer"; exit 1; fi; }
 	GO='$(GO)' RACE='$(RACE)' bash .ci/test-pgbouncer.sh
+
+## test-citus: the whole test suite on a Citus cluster (a coordinator and two workers on loopback,
+## .ci/test-citus.sh). Builds Citus from CITUS_SRC (its build.sh, 1-3 minutes, as root) unless that
+## version is installed.
+CITUS_SRC ?= ../shared/citus
+test-citus: postgres
+	GO='$(GO)' RACE='$(RACE)' CITUS_SRC='$(CITUS_SRC)' bash .ci/test-citus.sh
 
 FUZZTIME  ?= 30s
 SOAK_TIME ?= 60s
