@@ -14,8 +14,9 @@ import (
 //   - Every other table (companies, countries, currencies, statuses, server_secrets,
 //     schema_migrations) becomes a reference table, copied to every node.
 //
-// A key's look-up by its hash (auth.go) is the one statement that asks every shard, once a
-// keyCacheTTL per key and server.
+// What is not of one company asks every shard: a key's look-up by its hash (auth.go, once a
+// keyCacheTTL per key and server), and the servers' background work (retention and expiry deletes,
+// the webhook worker's claim), none of which may take FOR UPDATE across shards.
 //
 // Citus distributes a table only without foreign keys to or from plain tables, so the foreign keys
 // of the tables still to distribute are dropped, the tables distributed, and the keys made again,
@@ -40,10 +41,10 @@ func (s *store) distribute(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
-	// Sequential: the shards of one transaction's DDL are made over one connection a worker, so that
-	// the foreign keys made later in it see them.
-	// The triggers of schema/0010_citus.sql are safe on shards: each writes only rows of the
-	// company of the row it fires for, which are on the same worker.
+	// Sequential: the shards of the transaction's DDL are made over one connection a worker, so that
+	// the foreign keys made later in it see them. Unsafe triggers: Citus's name for triggers on
+	// shards; those of schema/0010_citus.sql are safe there, as each writes only rows of the company
+	// of the row it fires for, which are on the same worker.
 	for _, set := range []string{`SET LOCAL citus.multi_shard_modify_mode = 'sequential'`, `SET LOCAL citus.enable_unsafe_triggers = on`} {
 		if _, err := tx.ExecContext(ctx, set); err != nil {
 			return err

@@ -301,10 +301,11 @@ func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, err
 // returns errNotFound when there is none, and revokes nothing when a prefix names more than one
 // key (prefixes are random, not unique; the whole key then names it).
 func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
-	q, arg := `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE prefix = $1 AND revoked_at IS NULL`, any(prefixOrKey)
+	const revoke = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE revoked_at IS NULL AND `
+	q, arg := revoke+`prefix = $1`, any(prefixOrKey)
 	if len(prefixOrKey) > keyPrefixLen {
 		hash := hashKey(prefixOrKey)
-		q, arg = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE hash = $1 AND revoked_at IS NULL`, hash[:]
+		q, arg = revoke+`hash = $1`, hash[:]
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
