@@ -12,14 +12,14 @@ import (
 type business struct {
 	ID             int64
 	Title          string
-	Value          sql.NullString // exact decimal text, as PostgreSQL's numeric keeps it
-	Deadline       sql.NullTime
+	Value          *string // exact decimal text, as PostgreSQL's numeric keeps it
+	Deadline       *time.Time
 	Private        bool
-	Position       sql.NullInt64 // never null once stored; not given on create: the end of its stage
-	DateWon        sql.NullTime
-	ReasonLost     sql.NullString
+	Position       *int64 // never null once stored; not given on create: the end of its stage
+	DateWon        *time.Time
+	ReasonLost     *string
 	StatusID       int64 // 0 (not given on create): the "open" status
-	OrganizationID sql.NullInt64
+	OrganizationID *int64
 	CurrencyID     int64 // 0 (not given on create): the company's currency
 	UserOwnerID    int64 // 0 (not given on create): the key's user
 	UserCreatorID  int64
@@ -59,8 +59,8 @@ func (b *business) appendJSON(dst []byte) []byte {
 	dst = append(dst, `,"title":`...)
 	dst = appendString(dst, b.Title)
 	dst = append(dst, `,"value":`...)
-	if b.Value.Valid {
-		dst = append(dst, b.Value.String...) // validated decimal text: a JSON number as it is
+	if b.Value != nil {
+		dst = append(dst, *b.Value...) // validated decimal text: a JSON number as it is
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -69,7 +69,7 @@ func (b *business) appendJSON(dst []byte) []byte {
 	dst = append(dst, `,"private":`...)
 	dst = strconv.AppendBool(dst, b.Private)
 	dst = append(dst, `,"position":`...)
-	dst = strconv.AppendInt(dst, b.Position.Int64, 10)
+	dst = appendNullInt(dst, b.Position)
 	dst = append(dst, `,"dateWon":`...)
 	dst = appendNullTime(dst, b.DateWon)
 	dst = append(dst, `,"reasonLost":`...)
@@ -108,14 +108,16 @@ func (b *business) sortKey(sort string) (string, bool) {
 	case "title":
 		return b.Title, false
 	case "value":
-		return b.Value.String, !b.Value.Valid
+		v, ok := deref(b.Value)
+		return v, !ok
 	case "deadline":
-		if !b.Deadline.Valid {
+		if b.Deadline == nil {
 			return "", true
 		}
-		return timeKey(b.Deadline.Time), false
+		return timeKey(*b.Deadline), false
 	case "position":
-		return strconv.FormatInt(b.Position.Int64, 10), false
+		p, _ := deref(b.Position)
+		return strconv.FormatInt(p, 10), false
 	}
 	return "", false
 }
@@ -124,7 +126,7 @@ func (b *business) sortKey(sort string) (string, bool) {
 func (b *business) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
-		return b.OrganizationID.Int64, b.OrganizationID.Valid
+		return deref(b.OrganizationID)
 	case "stage":
 		return b.StageID, true
 	case "userCreator":
@@ -229,7 +231,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 		return b, err
 	}
 	b.UserCreatorID = t.userID
-	if !b.Position.Valid {
+	if b.Position == nil {
 		// Creates that default their position take turns per stage, so that each gets its own end of
 		// it. NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
 		const lock = `SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`
@@ -254,7 +256,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 // updateBusiness writes b over old in tx, like updateContact; stageId must stay a stage of boardId
 // whichever of them changes.
 func updateBusiness(ctx context.Context, tx *sql.Tx, companyID int64, old, b business) (business, error) {
-	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
+	if b.StatusID != old.StatusID || !equal(b.OrganizationID, old.OrganizationID) || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
 		if err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil {
 			return b, err

@@ -12,22 +12,22 @@ import (
 type contact struct {
 	ID             int64
 	Name           string
-	Surname        sql.NullString
-	DNI            sql.NullString
-	JobTitle       sql.NullString
-	Email          sql.NullString
-	SecondaryEmail sql.NullString
-	Phone          sql.NullString
-	MobilePhone    sql.NullString
-	URLAvatar      sql.NullString
-	Address        sql.NullString
-	City           sql.NullString
+	Surname        *string
+	DNI            *string
+	JobTitle       *string
+	Email          *string
+	SecondaryEmail *string
+	Phone          *string
+	MobilePhone    *string
+	URLAvatar      *string
+	Address        *string
+	City           *string
 	WithSales      bool
-	CountryID      sql.NullInt64
-	Classification sql.NullInt64
-	StageID        sql.NullInt64
-	OrganizationID sql.NullInt64
-	AssignedToID   sql.NullInt64
+	CountryID      *int64
+	Classification *int64
+	StageID        *int64
+	OrganizationID *int64
+	AssignedToID   *int64
 	UserCreatorID  int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -117,7 +117,8 @@ func (c *contact) sortKey(sort string) (string, bool) {
 	case "name":
 		return c.Name, false
 	case "surname":
-		return c.Surname.String, !c.Surname.Valid
+		s, ok := deref(c.Surname)
+		return s, !ok
 	}
 	return "", false
 }
@@ -126,13 +127,13 @@ func (c *contact) sortKey(sort string) (string, bool) {
 func (c *contact) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
-		return c.OrganizationID.Int64, c.OrganizationID.Valid
+		return deref(c.OrganizationID)
 	case "country":
-		return c.CountryID.Int64, c.CountryID.Valid
+		return deref(c.CountryID)
 	case "stage":
-		return c.StageID.Int64, c.StageID.Valid
+		return deref(c.StageID)
 	case "assignedTo":
-		return c.AssignedToID.Int64, c.AssignedToID.Valid
+		return deref(c.AssignedToID)
 	case "userCreator":
 		return c.UserCreatorID, true
 	}
@@ -228,8 +229,8 @@ func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contac
 // it is gone, and fieldErrors for references the patch changed to objects the company does not have
 // (the ones already stored were checked when they were written, and the foreign keys keep them so).
 func updateContact(ctx context.Context, tx *sql.Tx, companyID int64, old, c contact) (contact, error) {
-	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
-		c.AssignedToID != old.AssignedToID {
+	if !equal(c.CountryID, old.CountryID) || !equal(c.StageID, old.StageID) ||
+		!equal(c.OrganizationID, old.OrganizationID) || !equal(c.AssignedToID, old.AssignedToID) {
 		if err := checkContactRefs(ctx, tx, companyID, &c); err != nil {
 			return c, err
 		}

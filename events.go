@@ -42,8 +42,8 @@ type event struct {
 	Type      string
 	CreatedAt time.Time
 	RequestID string
-	Object    string         // the object as the API returns it, after the change (before, for *.deleted)
-	Previous  sql.NullString // previousAttributes, of an update
+	Object    string  // the object as the API returns it, after the change (before, for *.deleted)
+	Previous  *string // previousAttributes, of an update
 }
 
 func (e *event) scanDest() []any {
@@ -61,9 +61,9 @@ func (e *event) appendJSON(b []byte) []byte {
 	b = appendString(b, e.RequestID)
 	b = append(b, `,"data":{"object":`...)
 	b = append(b, e.Object...)
-	if e.Previous.Valid {
+	if e.Previous != nil {
 		b = append(b, `,"previousAttributes":`...)
-		b = append(b, e.Previous.String...)
+		b = append(b, *e.Previous...)
 	}
 	return append(b, "}}"...)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"database/sql"
 	"io"
 	"net/http"
 	"strconv"
@@ -94,20 +93,20 @@ func appendStrings(dst []byte, ss []string) []byte {
 	return append(dst, ']')
 }
 
-// appendNullString appends s as a JSON string, or null when it is not valid.
-func appendNullString(dst []byte, s sql.NullString) []byte {
-	if !s.Valid {
+// appendNullString appends *s as a JSON string, or null when s is nil.
+func appendNullString(dst []byte, s *string) []byte {
+	if s == nil {
 		return append(dst, "null"...)
 	}
-	return appendString(dst, s.String)
+	return appendString(dst, *s)
 }
 
-// appendNullInt appends n as a JSON number, or null when it is not valid.
-func appendNullInt(dst []byte, n sql.NullInt64) []byte {
-	if !n.Valid {
+// appendNullInt appends *n as a JSON number, or null when n is nil.
+func appendNullInt(dst []byte, n *int64) []byte {
+	if n == nil {
 		return append(dst, "null"...)
 	}
-	return strconv.AppendInt(dst, n.Int64, 10)
+	return strconv.AppendInt(dst, *n, 10)
 }
 
 // appendTime appends t as a JSON string in UTC with exactly three fractional digits:
@@ -133,12 +132,12 @@ func appendTime(dst []byte, t time.Time) []byte {
 	return append(dst, '"')
 }
 
-// appendNullTime appends t like appendTime, or null when it is not valid.
-func appendNullTime(dst []byte, t sql.NullTime) []byte {
-	if !t.Valid {
+// appendNullTime appends *t like appendTime, or null when t is nil.
+func appendNullTime(dst []byte, t *time.Time) []byte {
+	if t == nil {
 		return append(dst, "null"...)
 	}
-	return appendTime(dst, t.Time)
+	return appendTime(dst, *t)
 }
 
 // gzipMinBytes is the smallest body worth compressing; smaller ones are sent as they are.

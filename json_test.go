@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"math"
 	"testing"
@@ -106,17 +105,15 @@ func TestAppendNullables(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"a null string", appendNullString(nil, sql.NullString{}), `null`},
-		{"a null string that holds text", appendNullString(nil, sql.NullString{String: "x"}), `null`},
-		{"an empty string", appendNullString(nil, sql.NullString{Valid: true}), `""`},
-		{"a string to escape", appendNullString(nil, sql.NullString{String: "a\"<", Valid: true}), `"a\"\u003c"`},
-		{"a null int", appendNullInt(nil, sql.NullInt64{}), `null`},
-		{"a null int that holds a number", appendNullInt(nil, sql.NullInt64{Int64: 7}), `null`},
-		{"zero", appendNullInt(nil, sql.NullInt64{Valid: true}), `0`},
-		{"the smallest int64", appendNullInt(nil, sql.NullInt64{Int64: math.MinInt64, Valid: true}), `-9223372036854775808`},
-		{"the largest int64", appendNullInt(nil, sql.NullInt64{Int64: math.MaxInt64, Valid: true}), `9223372036854775807`},
-		{"a null time", appendNullTime(nil, sql.NullTime{}), `null`},
-		{"a time", appendNullTime(nil, sql.NullTime{Time: time.Date(2026, 11, 21, 9, 30, 0, 123_456_789, time.UTC), Valid: true}), `"2026-11-21T09:30:00.123Z"`},
+		{"a null string", appendNullString(nil, nil), `null`},
+		{"an empty string", appendNullString(nil, ptrTo("")), `""`},
+		{"a string to escape", appendNullString(nil, ptrTo("a\"<")), `"a\"\u003c"`},
+		{"a null int", appendNullInt(nil, nil), `null`},
+		{"zero", appendNullInt(nil, ptrTo[int64](0)), `0`},
+		{"the smallest int64", appendNullInt(nil, ptrTo[int64](math.MinInt64)), `-9223372036854775808`},
+		{"the largest int64", appendNullInt(nil, ptrTo[int64](math.MaxInt64)), `9223372036854775807`},
+		{"a null time", appendNullTime(nil, nil), `null`},
+		{"a time", appendNullTime(nil, ptrTo(time.Date(2026, 11, 21, 9, 30, 0, 123_456_789, time.UTC))), `"2026-11-21T09:30:00.123Z"`},
 	} {
 		if string(tt.got) != tt.want {
 			t.Errorf("%s: got %s; want %s", tt.name, tt.got, tt.want)
@@ -146,8 +143,8 @@ var (
 	trickyStrings = []string{`Ana "la <jefa>" & co`, `back\slash\`, "line\nbreak\r\n\ttab", "\x00\x01\x1f\x7f",
 		"\u2028\u2029", "🚀 ñandú 日本語", "\ufffd", "</script>", "'single'", "", "plain"}
 	everyField = func() contact {
-		ns := func(i int) sql.NullString { return sql.NullString{String: trickyStrings[i], Valid: true} }
-		ni := func(n int64) sql.NullInt64 { return sql.NullInt64{Int64: n, Valid: true} }
+		ns := func(i int) *string { return &trickyStrings[i] }
+		ni := func(n int64) *int64 { return &n }
 		return contact{
 			ID: math.MaxInt64, Name: trickyStrings[0], Surname: ns(1), DNI: ns(2), JobTitle: ns(3), Email: ns(4),
 			SecondaryEmail: ns(5), Phone: ns(6), MobilePhone: ns(7), URLAvatar: ns(8), Address: ns(9), City: ns(10),

@@ -77,8 +77,8 @@ type apiKey struct {
 	Scopes     commaList // stored comma-separated
 	UserID     int64
 	CreatedAt  time.Time
-	ExpiresAt  sql.NullTime
-	LastUsedAt sql.NullTime
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
 }
 
 func (k *apiKey) key() int64 { return k.ID }
@@ -175,7 +175,7 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 		}
 		k := apiKey{UserID: t.userID}
 		errs := applyCreate(members, k.fields())
-		if k.ExpiresAt.Valid && !k.ExpiresAt.Time.After(time.Now()) {
+		if k.ExpiresAt != nil && !k.ExpiresAt.After(time.Now()) {
 			errs = append(errs, fieldError{Field: "expiresAt", Message: "must be in the future"})
 		}
 		if errs != nil {
@@ -206,7 +206,7 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			writeProblem(w, r, aerr)
 			return
 		}
-		var expiresIn sql.NullInt64
+		var expiresIn *int64
 		if errs := applyMembers(members, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}, nil); errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
 			return
@@ -222,7 +222,8 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			RETURNING name, scopes, user_id, hash`
 		var old apiKey
 		var hash []byte
-		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, expiresIn.Int64).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
+		seconds, _ := deref(expiresIn)
+		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, seconds).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errNotFound
 		}
@@ -286,7 +287,8 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 	}
 	k := apiKey{Name: "", Scopes: scopes, UserID: userID}
 	if lifetime > 0 {
-		k.ExpiresAt = sql.NullTime{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
+		expires := time.Now().Add(lifetime).UTC().Truncate(time.Millisecond)
+		k.ExpiresAt = &expires
 	}
 	_, key, err := insertAPIKey(ctx, s.db, companyID, k)
 	return key, err
@@ -357,7 +359,7 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
 	var scopes string
-	var expires sql.NullTime
+	var expires *time.Time
 	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, &scopes, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, errNotFound
@@ -365,6 +367,7 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 	if err != nil {
 		return t, fmt.Errorf("look up key: %w", err)
 	}
-	t.scopes, t.expiresAt = strings.Split(scopes, ","), expires.Time
+	t.scopes = strings.Split(scopes, ",")
+	t.expiresAt, _ = deref(expires)
 	return t, nil
 }

@@ -25,8 +25,8 @@ type user struct {
 	refObject
 	ID        int64
 	Name      string
-	Surname   sql.NullString
-	Email     sql.NullString
+	Surname   *string
+	Email     *string
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -42,7 +42,7 @@ type organization struct {
 type stage struct {
 	refObject
 	ID        int64
-	BoardID   sql.NullInt64 // null for contact stages
+	BoardID   *int64 // null for contact stages
 	Name      string
 	Position  int64
 	CreatedAt time.Time

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,6 +244,21 @@ func hasMember(members []member, field string) bool {
 }
 
 // The rules of the fields. Each returns the apply function of a bodyField over the Go value it sets.
+// A nullable field is a pointer, nil for null: pgx scans NULL into it natively.
+
+// deref returns *p and true, or the zero value and false when p is nil.
+func deref[T any](p *T) (T, bool) {
+	if p == nil {
+		var zero T
+		return zero, false
+	}
+	return *p, true
+}
+
+// equal reports whether a and b are both nil or point at equal values.
+func equal[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
@@ -286,11 +300,11 @@ func requiredText(p *string, max int) func(json.RawMessage) string {
 	}
 }
 
-// nullableText sets a string or null; check, when not nil, vets the string.
-func nullableText(p *sql.NullString, max int, check func(string) string) func(json.RawMessage) string {
+// nullableText sets a string or null (nil); check, when not nil, vets the string.
+func nullableText(p **string, max int, check func(string) string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
-			*p = sql.NullString{}
+			*p = nil
 			return ""
 		}
 		s, msg := jsonString(raw, max)
@@ -298,7 +312,7 @@ func nullableText(p *sql.NullString, max int, check func(string) string) func(js
 			msg = check(s)
 		}
 		if msg == "" {
-			*p = sql.NullString{String: s, Valid: true}
+			*p = &s
 		}
 		return msg
 	}
@@ -353,23 +367,23 @@ func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
 	return n, ""
 }
 
-// nullableInt sets an integer in [min, max], or null.
-func nullableInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string {
+// nullableInt sets an integer in [min, max], or null (nil).
+func nullableInt(p **int64, min, max int64) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
-			*p = sql.NullInt64{}
+			*p = nil
 			return ""
 		}
 		n, msg := jsonInt(raw, min, max)
 		if msg == "" {
-			*p = sql.NullInt64{Int64: n, Valid: true}
+			*p = &n
 		}
 		return msg
 	}
 }
 
 // requiredInt sets an integer in [min, max] that is not null.
-func requiredInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string {
+func requiredInt(p **int64, min, max int64) func(json.RawMessage) string {
 	set := nullableInt(p, min, max)
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
@@ -380,7 +394,7 @@ func requiredInt(p *sql.NullInt64, min, max int64) func(json.RawMessage) string 
 }
 
 // nullableID sets a reference id (a positive integer) or null.
-func nullableID(p *sql.NullInt64) func(json.RawMessage) string {
+func nullableID(p **int64) func(json.RawMessage) string {
 	set := nullableInt(p, 1, 1<<63-1)
 	return func(raw json.RawMessage) string {
 		if set(raw) != "" {
@@ -403,10 +417,10 @@ func requiredID(p *int64) func(json.RawMessage) string {
 }
 
 // nullableTime sets an RFC 3339 timestamp (any offset; kept in UTC, truncated to milliseconds) or null.
-func nullableTime(p *sql.NullTime) func(json.RawMessage) string {
+func nullableTime(p **time.Time) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
-			*p = sql.NullTime{}
+			*p = nil
 			return ""
 		}
 		s, msg := jsonString(raw, 64)
@@ -417,7 +431,8 @@ func nullableTime(p *sql.NullTime) func(json.RawMessage) string {
 		if u := t.UTC(); err != nil || u.Year() < 1 || u.Year() > 9999 {
 			return "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
 		}
-		*p = sql.NullTime{Time: t.UTC().Truncate(time.Millisecond), Valid: true}
+		t = t.UTC().Truncate(time.Millisecond)
+		*p = &t
 		return ""
 	}
 }
@@ -426,15 +441,15 @@ func nullableTime(p *sql.NullTime) func(json.RawMessage) string {
 const maxMoneyDigits = 13
 
 // money sets an exact amount or null, from the JSON number's own text, never a float64.
-func money(p *sql.NullString) func(json.RawMessage) string {
+func money(p **string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
-			*p = sql.NullString{}
+			*p = nil
 			return ""
 		}
 		s, msg := parseMoney(string(raw))
 		if msg == "" {
-			*p = sql.NullString{String: s, Valid: true}
+			*p = &s
 		}
 		return msg
 	}

@@ -71,10 +71,10 @@ type webhookEndpoint struct {
 	ID             int64
 	URL            string
 	Events         eventFilters
-	Description    sql.NullString
+	Description    *string
 	Enabled        bool
-	DisabledReason sql.NullString // why the server disabled it
-	Secret         string         // set only in the answer to its creation
+	DisabledReason *string // why the server disabled it
+	Secret         string  // set only in the answer to its creation
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -311,7 +311,7 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			v := found[0]
 			applyMembers(members, v.fields(), readOnlyFields) // checked above
 			if v.Enabled {
-				v.DisabledReason = sql.NullString{}
+				v.DisabledReason = nil
 			}
 			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
 				v, err = updateWebhook(r.Context(), tx, t.companyID, v)
@@ -372,10 +372,10 @@ type delivery struct {
 	EventType      string
 	Status         string // pending, delivered or failed
 	Attempts       int64
-	LastStatusCode sql.NullInt64
-	LastError      sql.NullString
+	LastStatusCode *int64
+	LastError      *string
 	NextAttemptAt  time.Time // shown while pending
-	DeliveredAt    sql.NullTime
+	DeliveredAt    *time.Time
 	CreatedAt      time.Time
 }
 
@@ -400,7 +400,11 @@ func (d *delivery) appendJSON(b []byte) []byte {
 	b = append(b, `,"lastError":`...)
 	b = appendNullString(b, d.LastError)
 	b = append(b, `,"nextAttemptAt":`...)
-	b = appendNullTime(b, sql.NullTime{Time: d.NextAttemptAt, Valid: d.Status == "pending"})
+	if d.Status == "pending" {
+		b = appendTime(b, d.NextAttemptAt)
+	} else {
+		b = append(b, "null"...)
+	}
 	b = append(b, `,"deliveredAt":`...)
 	b = appendNullTime(b, d.DeliveredAt)
 	b = append(b, `,"createdAt":`...)
