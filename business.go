@@ -52,47 +52,13 @@ func (b *business) fields() []bodyField {
 	}
 }
 
-// appendJSON appends b as JSON, keys in a fixed order; value is written from its decimal text.
+// appendJSON appends b as JSON, keys in a fixed order; value is written from its exact decimal text.
 func (b *business) appendJSON(dst []byte) []byte {
-	dst = append(dst, `{"id":`...)
-	dst = strconv.AppendInt(dst, b.ID, 10)
-	dst = append(dst, `,"title":`...)
-	dst = appendString(dst, b.Title)
-	dst = append(dst, `,"value":`...)
-	if b.Value != nil {
-		dst = append(dst, *b.Value...) // validated decimal text: a JSON number as it is
-	} else {
-		dst = append(dst, "null"...)
-	}
-	dst = append(dst, `,"deadline":`...)
-	dst = appendNullTime(dst, b.Deadline)
-	dst = append(dst, `,"private":`...)
-	dst = strconv.AppendBool(dst, b.Private)
-	dst = append(dst, `,"position":`...)
-	dst = appendNullInt(dst, b.Position)
-	dst = append(dst, `,"dateWon":`...)
-	dst = appendNullTime(dst, b.DateWon)
-	dst = append(dst, `,"reasonLost":`...)
-	dst = appendNullString(dst, b.ReasonLost)
-	dst = append(dst, `,"statusId":`...)
-	dst = strconv.AppendInt(dst, b.StatusID, 10)
-	dst = append(dst, `,"organizationId":`...)
-	dst = appendNullInt(dst, b.OrganizationID)
-	dst = append(dst, `,"currencyId":`...)
-	dst = strconv.AppendInt(dst, b.CurrencyID, 10)
-	dst = append(dst, `,"userOwnerId":`...)
-	dst = strconv.AppendInt(dst, b.UserOwnerID, 10)
-	dst = append(dst, `,"userCreatorId":`...)
-	dst = strconv.AppendInt(dst, b.UserCreatorID, 10)
-	dst = append(dst, `,"boardId":`...)
-	dst = strconv.AppendInt(dst, b.BoardID, 10)
-	dst = append(dst, `,"stageId":`...)
-	dst = strconv.AppendInt(dst, b.StageID, 10)
-	dst = append(dst, `,"createdAt":`...)
-	dst = appendTime(dst, b.CreatedAt)
-	dst = append(dst, `,"updatedAt":`...)
-	dst = appendTime(dst, b.UpdatedAt)
-	return append(dst, '}')
+	return appendObject(dst, "id", &b.ID, "title", &b.Title, "value", (*decimal)(b.Value), "deadline", &b.Deadline,
+		"private", &b.Private, "position", &b.Position, "dateWon", &b.DateWon, "reasonLost", &b.ReasonLost,
+		"statusId", &b.StatusID, "organizationId", &b.OrganizationID, "currencyId", &b.CurrencyID,
+		"userOwnerId", &b.UserOwnerID, "userCreatorId", &b.UserCreatorID, "boardId", &b.BoardID,
+		"stageId", &b.StageID, "createdAt", &b.CreatedAt, "updatedAt", &b.UpdatedAt)
 }
 
 func (b *business) key() int64     { return b.ID }

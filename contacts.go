@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -59,49 +58,12 @@ func (c *contact) fields() []bodyField {
 
 // appendJSON appends c as JSON, keys in a fixed order; id is a string of digits (SEED-SPEC.md 2.1).
 func (c *contact) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":"`...)
-	b = strconv.AppendInt(b, c.ID, 10)
-	b = append(b, `","name":`...)
-	b = appendString(b, c.Name)
-	b = append(b, `,"surname":`...)
-	b = appendNullString(b, c.Surname)
-	b = append(b, `,"dni":`...)
-	b = appendNullString(b, c.DNI)
-	b = append(b, `,"jobTitle":`...)
-	b = appendNullString(b, c.JobTitle)
-	b = append(b, `,"email":`...)
-	b = appendNullString(b, c.Email)
-	b = append(b, `,"secondaryEmail":`...)
-	b = appendNullString(b, c.SecondaryEmail)
-	b = append(b, `,"phone":`...)
-	b = appendNullString(b, c.Phone)
-	b = append(b, `,"mobilePhone":`...)
-	b = appendNullString(b, c.MobilePhone)
-	b = append(b, `,"urlAvatar":`...)
-	b = appendNullString(b, c.URLAvatar)
-	b = append(b, `,"address":`...)
-	b = appendNullString(b, c.Address)
-	b = append(b, `,"city":`...)
-	b = appendNullString(b, c.City)
-	b = append(b, `,"withSales":`...)
-	b = strconv.AppendBool(b, c.WithSales)
-	b = append(b, `,"countryId":`...)
-	b = appendNullInt(b, c.CountryID)
-	b = append(b, `,"classification":`...)
-	b = appendNullInt(b, c.Classification)
-	b = append(b, `,"stageId":`...)
-	b = appendNullInt(b, c.StageID)
-	b = append(b, `,"organizationId":`...)
-	b = appendNullInt(b, c.OrganizationID)
-	b = append(b, `,"assignedToId":`...)
-	b = appendNullInt(b, c.AssignedToID)
-	b = append(b, `,"userCreatorId":`...)
-	b = strconv.AppendInt(b, c.UserCreatorID, 10)
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, c.CreatedAt)
-	b = append(b, `,"updatedAt":`...)
-	b = appendTime(b, c.UpdatedAt)
-	return append(b, '}')
+	return appendObject(b, "id", (*textID)(&c.ID), "name", &c.Name, "surname", &c.Surname, "dni", &c.DNI,
+		"jobTitle", &c.JobTitle, "email", &c.Email, "secondaryEmail", &c.SecondaryEmail, "phone", &c.Phone,
+		"mobilePhone", &c.MobilePhone, "urlAvatar", &c.URLAvatar, "address", &c.Address, "city", &c.City,
+		"withSales", &c.WithSales, "countryId", &c.CountryID, "classification", &c.Classification,
+		"stageId", &c.StageID, "organizationId", &c.OrganizationID, "assignedToId", &c.AssignedToID,
+		"userCreatorId", &c.UserCreatorID, "createdAt", &c.CreatedAt, "updatedAt", &c.UpdatedAt)
 }
 
 func (c *contact) key() int64     { return c.ID }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -93,20 +94,57 @@ func appendStrings(dst []byte, ss []string) []byte {
 	return append(dst, ']')
 }
 
-// appendNullString appends *s as a JSON string, or null when s is nil.
-func appendNullString(dst []byte, s *string) []byte {
-	if s == nil {
-		return append(dst, "null"...)
+// textID is an id that the API writes as a string of digits (contact ids, SEED-SPEC.md 2.1).
+type textID int64
+
+// decimal is the exact decimal text of a numeric, which the API writes as a JSON number as it is.
+type decimal string
+
+// appendObject appends a JSON object of one member per name and value pair of kv, in order. A name
+// is a plain identifier; a value is a pointer to the field that holds it: *int64, *string, *bool,
+// *time.Time, *textID or *commaList, or a pointer to a pointer for a nullable field (nil: null), or a
+// *decimal (nil: null). One encoder for every object, so that each type's JSON is its list of members.
+func appendObject(b []byte, kv ...any) []byte {
+	b = append(b, '{')
+	for i := 0; i+1 < len(kv); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, '"'), kv[i].(string)...), '"', ':')
+		switch v := kv[i+1].(type) {
+		case *int64:
+			b = strconv.AppendInt(b, *v, 10)
+		case *string:
+			b = appendString(b, *v)
+		case *bool:
+			b = strconv.AppendBool(b, *v)
+		case *time.Time:
+			b = appendTime(b, *v)
+		case *textID:
+			b = append(strconv.AppendInt(append(b, '"'), int64(*v), 10), '"')
+		case *commaList:
+			b = appendStrings(b, *v)
+		case **int64:
+			b = appendNull(b, *v, func(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) })
+		case **string:
+			b = appendNull(b, *v, appendString)
+		case **time.Time:
+			b = appendNull(b, *v, appendTime)
+		case *decimal:
+			b = appendNull(b, v, func(b []byte, d decimal) []byte { return append(b, d...) })
+		default:
+			panic(fmt.Sprintf("appendObject: %s is a %T", kv[i], v))
+		}
 	}
-	return appendString(dst, *s)
+	return append(b, '}')
 }
 
-// appendNullInt appends *n as a JSON number, or null when n is nil.
-func appendNullInt(dst []byte, n *int64) []byte {
-	if n == nil {
-		return append(dst, "null"...)
+// appendNull appends *p with appendValue, or null when p is nil.
+func appendNull[T any](b []byte, p *T, appendValue func([]byte, T) []byte) []byte {
+	if p == nil {
+		return append(b, "null"...)
 	}
-	return strconv.AppendInt(dst, *n, 10)
+	return appendValue(b, *p)
 }
 
 // appendTime appends t as a JSON string in UTC with exactly three fractional digits:
@@ -130,14 +168,6 @@ func appendTime(dst []byte, t time.Time) []byte {
 		dst = append(dst, f.sep)
 	}
 	return append(dst, '"')
-}
-
-// appendNullTime appends *t like appendTime, or null when t is nil.
-func appendNullTime(dst []byte, t *time.Time) []byte {
-	if t == nil {
-		return append(dst, "null"...)
-	}
-	return appendTime(dst, *t)
 }
 
 // gzipMinBytes is the smallest body worth compressing; smaller ones are sent as they are.

@@ -98,26 +98,41 @@ func TestAppendTimeIsUTCWithThreeFractionalDigits(t *testing.T) {
 	}
 }
 
-func TestAppendNullables(t *testing.T) {
+func TestAppendObjectWritesEachKindOfValue(t *testing.T) {
 	t.Parallel()
+	var none struct {
+		s *string
+		n *int64
+		t *time.Time
+	}
+	at := time.Date(2026, 11, 21, 9, 30, 0, 123_456_789, time.FixedZone("+02:00", 2*60*60))
 	for _, tt := range []struct {
-		name string
-		got  []byte
-		want string
+		name  string
+		value any
+		want  string
 	}{
-		{"a null string", appendNullString(nil, nil), `null`},
-		{"an empty string", appendNullString(nil, ptrTo("")), `""`},
-		{"a string to escape", appendNullString(nil, ptrTo("a\"<")), `"a\"\u003c"`},
-		{"a null int", appendNullInt(nil, nil), `null`},
-		{"zero", appendNullInt(nil, ptrTo[int64](0)), `0`},
-		{"the smallest int64", appendNullInt(nil, ptrTo[int64](math.MinInt64)), `-9223372036854775808`},
-		{"the largest int64", appendNullInt(nil, ptrTo[int64](math.MaxInt64)), `9223372036854775807`},
-		{"a null time", appendNullTime(nil, nil), `null`},
-		{"a time", appendNullTime(nil, ptrTo(time.Date(2026, 11, 21, 9, 30, 0, 123_456_789, time.UTC))), `"2026-11-21T09:30:00.123Z"`},
+		{"an int", ptrTo[int64](math.MinInt64), `-9223372036854775808`},
+		{"a string to escape", ptrTo("a\"<"), `"a\"\u003c"`},
+		{"a bool", ptrTo(true), `true`},
+		{"a time, in UTC", &at, `"2026-11-21T07:30:00.123Z"`},
+		{"an id as text", ptrTo(textID(math.MaxInt64)), `"9223372036854775807"`},
+		{"a list of strings", &commaList{"a", `"b"`}, `["a","\"b\""]`},
+		{"a null string", &none.s, `null`},
+		{"an empty string", ptrTo(ptrTo("")), `""`},
+		{"a null int", &none.n, `null`},
+		{"a nullable int", ptrTo(ptrTo[int64](math.MaxInt64)), `9223372036854775807`},
+		{"a null time", &none.t, `null`},
+		{"a nullable time", ptrTo(&at), `"2026-11-21T07:30:00.123Z"`},
+		{"a null decimal", (*decimal)(nil), `null`},
+		{"a decimal, as written", ptrTo(decimal("0.10")), `0.10`},
 	} {
-		if string(tt.got) != tt.want {
-			t.Errorf("%s: got %s; want %s", tt.name, tt.got, tt.want)
+		got := string(appendObject([]byte("x"), "a", ptrTo[int64](1), "v", tt.value))
+		if want := `x{"a":1,"v":` + tt.want + `}`; got != want {
+			t.Errorf("%s: got %s; want %s", tt.name, got, want)
 		}
+	}
+	if got := string(appendObject(nil)); got != `{}` {
+		t.Errorf("no members: got %s; want {}", got)
 	}
 }
 

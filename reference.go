@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -85,80 +84,36 @@ func (b *board) key() int64        { return b.ID }
 func (s *status) key() int64       { return s.ID }
 
 func (u *user) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, u.ID, 10)
-	b = append(b, `,"name":`...)
-	b = appendString(b, u.Name)
-	b = append(b, `,"surname":`...)
-	b = appendNullString(b, u.Surname)
-	b = append(b, `,"email":`...)
-	b = appendNullString(b, u.Email)
-	return appendStamps(b, u.CreatedAt, u.UpdatedAt)
+	return appendObject(b, "id", &u.ID, "name", &u.Name, "surname", &u.Surname, "email", &u.Email,
+		"createdAt", &u.CreatedAt, "updatedAt", &u.UpdatedAt)
 }
 
 func (o *organization) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, o.ID, 10)
-	b = append(b, `,"name":`...)
-	b = appendString(b, o.Name)
-	return appendStamps(b, o.CreatedAt, o.UpdatedAt)
+	return appendObject(b, "id", &o.ID, "name", &o.Name, "createdAt", &o.CreatedAt, "updatedAt", &o.UpdatedAt)
 }
 
 func (s *stage) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, s.ID, 10)
-	b = append(b, `,"name":`...)
-	b = appendString(b, s.Name)
-	b = append(b, `,"boardId":`...)
-	b = appendNullInt(b, s.BoardID)
-	b = append(b, `,"position":`...)
-	b = strconv.AppendInt(b, s.Position, 10)
-	return appendStamps(b, s.CreatedAt, s.UpdatedAt)
+	return appendObject(b, "id", &s.ID, "name", &s.Name, "boardId", &s.BoardID, "position", &s.Position,
+		"createdAt", &s.CreatedAt, "updatedAt", &s.UpdatedAt)
 }
 
 func (bd *board) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, bd.ID, 10)
-	b = append(b, `,"name":`...)
-	b = appendString(b, bd.Name)
-	b = append(b, `,"isDefault":`...)
-	b = strconv.AppendBool(b, bd.IsDefault)
-	return appendStamps(b, bd.CreatedAt, bd.UpdatedAt)
-}
-
-// appendCode appends the members a status, currency and country begin with, leaving the object open.
-func (s *status) appendCode(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, s.ID, 10)
-	b = append(b, `,"code":`...)
-	b = appendString(b, s.Code)
-	b = append(b, `,"name":`...)
-	return appendString(b, s.Name)
+	return appendObject(b, "id", &bd.ID, "name", &bd.Name, "isDefault", &bd.IsDefault,
+		"createdAt", &bd.CreatedAt, "updatedAt", &bd.UpdatedAt)
 }
 
 func (s *status) appendJSON(b []byte) []byte {
-	return appendStamps(s.appendCode(b), s.CreatedAt, s.UpdatedAt)
+	return appendObject(b, "id", &s.ID, "code", &s.Code, "name", &s.Name, "createdAt", &s.CreatedAt, "updatedAt", &s.UpdatedAt)
 }
 
 func (c *currency) appendJSON(b []byte) []byte {
-	b = append(c.appendCode(b), `,"minorUnit":`...)
-	b = strconv.AppendInt(b, c.MinorUnit, 10)
-	return appendStamps(b, c.CreatedAt, c.UpdatedAt)
+	return appendObject(b, "id", &c.ID, "code", &c.Code, "name", &c.Name, "minorUnit", &c.MinorUnit,
+		"createdAt", &c.CreatedAt, "updatedAt", &c.UpdatedAt)
 }
 
 func (c *country) appendJSON(b []byte) []byte {
-	b = append(c.appendCode(b), `,"alpha3":`...)
-	b = appendString(b, c.Alpha3)
-	return appendStamps(b, c.CreatedAt, c.UpdatedAt)
-}
-
-// appendStamps appends createdAt and updatedAt and closes the object.
-func appendStamps(b []byte, created, updated time.Time) []byte {
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, created)
-	b = append(b, `,"updatedAt":`...)
-	b = appendTime(b, updated)
-	return append(b, '}')
+	return appendObject(b, "id", &c.ID, "code", &c.Code, "name", &c.Name, "alpha3", &c.Alpha3,
+		"createdAt", &c.CreatedAt, "updatedAt", &c.UpdatedAt)
 }
 
 // SQL of the reference resources. Company-owned tables are scoped by company_id. The global ones

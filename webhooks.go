@@ -90,23 +90,12 @@ func (e *webhookEndpoint) scanDest() []any {
 }
 
 func (e *webhookEndpoint) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, e.ID, 10)
-	b = append(b, `,"url":`...)
-	b = appendString(b, e.URL)
-	b = append(b, `,"events":`...)
-	b = appendStrings(b, e.Events)
-	b = append(b, `,"description":`...)
-	b = appendNullString(b, e.Description)
-	b = append(b, `,"enabled":`...)
-	b = strconv.AppendBool(b, e.Enabled)
-	b = append(b, `,"disabledReason":`...)
-	b = appendNullString(b, e.DisabledReason)
+	kv := []any{"id", &e.ID, "url", &e.URL, "events", &e.Events, "description", &e.Description,
+		"enabled", &e.Enabled, "disabledReason", &e.DisabledReason}
 	if e.Secret != "" {
-		b = append(b, `,"secret":`...)
-		b = appendString(b, e.Secret)
+		kv = append(kv, "secret", &e.Secret)
 	}
-	return appendStamps(b, e.CreatedAt, e.UpdatedAt)
+	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
 
 // fields are what a POST or PATCH body may set.
@@ -385,31 +374,13 @@ func (d *delivery) scanDest() []any {
 }
 
 func (d *delivery) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, d.ID, 10)
-	b = append(b, `,"eventId":`...)
-	b = strconv.AppendInt(b, d.EventID, 10)
-	b = append(b, `,"eventType":`...)
-	b = appendString(b, d.EventType)
-	b = append(b, `,"status":`...)
-	b = appendString(b, d.Status)
-	b = append(b, `,"attempts":`...)
-	b = strconv.AppendInt(b, d.Attempts, 10)
-	b = append(b, `,"lastStatusCode":`...)
-	b = appendNullInt(b, d.LastStatusCode)
-	b = append(b, `,"lastError":`...)
-	b = appendNullString(b, d.LastError)
-	b = append(b, `,"nextAttemptAt":`...)
-	if d.Status == "pending" {
-		b = appendTime(b, d.NextAttemptAt)
-	} else {
-		b = append(b, "null"...)
+	next := &d.NextAttemptAt
+	if d.Status != "pending" {
+		next = nil
 	}
-	b = append(b, `,"deliveredAt":`...)
-	b = appendNullTime(b, d.DeliveredAt)
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, d.CreatedAt)
-	return append(b, '}')
+	return appendObject(b, "id", &d.ID, "eventId", &d.EventID, "eventType", &d.EventType, "status", &d.Status,
+		"attempts", &d.Attempts, "lastStatusCode", &d.LastStatusCode, "lastError", &d.LastError,
+		"nextAttemptAt", &next, "deliveredAt", &d.DeliveredAt, "createdAt", &d.CreatedAt)
 }
 
 var deliveries = &resource{lists: &listSpec{},
