@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -143,27 +142,6 @@ func (a *authenticator) forget(hash []byte) {
 	a.mu.Lock()
 	delete(a.cache, [32]byte(hash))
 	a.mu.Unlock()
-}
-
-// withScope answers 403 insufficient_scope unless the request's key has scope, or one that covers
-// it (see covers). Every keyed route of addRoutes goes through it.
-func withScope(scope string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if aerr := needScope(r, scope); aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// needScope returns a 403 naming scope unless the request's key has it.
-func needScope(r *http.Request, scope string) *apiError {
-	if covers(tenantOf(r).scopes, scope) {
-		return nil
-	}
-	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
-		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
 // needsKey reports whether a path is part of the keyed API: everything under /v1/ except the

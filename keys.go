@@ -41,6 +41,27 @@ func validScope(s string) bool {
 	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
 }
 
+// withScope answers 403 insufficient_scope unless the request's key has scope, or one that covers
+// it (see covers). Every keyed route of addRoutes goes through it.
+func withScope(scope string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := needScope(r, scope); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// needScope returns a 403 naming scope unless the request's key has it.
+func needScope(r *http.Request, scope string) *apiError {
+	if covers(tenantOf(r).scopes, scope) {
+		return nil
+	}
+	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
+}
+
 // grantable returns a 403 unless the request's key covers every scope of scopes: no key makes a key
 // with more than it has.
 func grantable(r *http.Request, scopes []string) *apiError {
@@ -88,23 +109,8 @@ func (k *apiKey) scanDest() []any {
 }
 
 func (k *apiKey) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, k.ID, 10)
-	b = append(b, `,"name":`...)
-	b = appendString(b, k.Name)
-	b = append(b, `,"prefix":`...)
-	b = appendString(b, k.Prefix)
-	b = append(b, `,"scopes":`...)
-	b = appendStrings(b, k.Scopes)
-	b = append(b, `,"userId":`...)
-	b = strconv.AppendInt(b, k.UserID, 10)
-	b = append(b, `,"createdAt":`...)
-	b = appendTime(b, k.CreatedAt)
-	b = append(b, `,"expiresAt":`...)
-	b = appendNullTime(b, k.ExpiresAt)
-	b = append(b, `,"lastUsedAt":`...)
-	b = appendNullTime(b, k.LastUsedAt)
-	return append(b, '}')
+	return appendObject(b, "id", &k.ID, "name", &k.Name, "prefix", &k.Prefix, "scopes", &k.Scopes, "userId", &k.UserID,
+		"createdAt", &k.CreatedAt, "expiresAt", &k.ExpiresAt, "lastUsedAt", &k.LastUsedAt)
 }
 
 var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
