@@ -17,7 +17,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -485,81 +484,6 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintf(stdout, "applied schema versions %v\n", applied)
 		return nil
-	})
-}
-
-func cmdCompanyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("company create", "company create -name NAME [flags]", stderr)
-	name := fs.String("name", "", "company name (required)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *name = strings.TrimSpace(*name); *name == "" || len(*name) > 255 {
-			fs.Usage()
-			return fmt.Errorf("-name is required (1 to 255 characters): %w", errUsage)
-		}
-		if _, err := st.migrate(ctx); err != nil {
-			return err
-		}
-		nc, err := st.createCompany(ctx, *name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "{\"companyId\":%d,\"userId\":%d,\"apiKey\":%s}\n", nc.CompanyID, nc.UserID,
-			appendString(nil, nc.APIKey))
-		return nil
-	})
-}
-
-func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key create", "key create -company ID [-user ID] [-scopes a,b] [-expires 720h] [flags]", stderr)
-	company := fs.Int64("company", 0, "company id (required)")
-	user := fs.Int64("user", 0, "user id (default: the company's first user)")
-	scopes := fs.String("scopes", "*", "comma-separated scopes: * or <resource>:read|write, of "+strings.Join(scopeResources, ", "))
-	expires := fs.Duration("expires", 0, "how long the key lives (default: until revoked)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		list := strings.Split(*scopes, ",")
-		if *company <= 0 || *user < 0 || *expires < 0 || slices.ContainsFunc(list, func(s string) bool { return !validScope(s) }) {
-			fs.Usage()
-			return fmt.Errorf("-company must be a positive id, -scopes known scopes, -expires positive: %w", errUsage)
-		}
-		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
-		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no company %d with user %d", *company, *user)
-		}
-		if err == nil {
-			fmt.Fprintln(stdout, key)
-		}
-		return err
-	})
-}
-
-func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key list", "key list -company ID [flags]", stderr)
-	company := fs.Int64("company", 0, "company id (required)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *company <= 0 {
-			fs.Usage()
-			return fmt.Errorf("-company must be a positive id: %w", errUsage)
-		}
-		keys, err := st.listAPIKeys(ctx, *company)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
-		}
-		return err
-	})
-}
-
-func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key revoke", "key revoke [flags] KEY_PREFIX", stderr)
-	return withStore(fs, getenv, args, 1, func(st *store) error {
-		prefix := fs.Arg(0)
-		err := st.revokeAPIKey(ctx, prefix)
-		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no active key with prefix %q", prefix)
-		}
-		if err == nil {
-			fmt.Fprintf(stdout, "revoked %s (servers stop accepting it within %s)\n", prefix[:min(len(prefix), keyPrefixLen)], keyCacheTTL)
-		}
-		return err
 	})
 }
 
