@@ -17,7 +17,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -126,8 +125,35 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args and rejects positional arguments beyond want.
-func parseFlags(fs *flag.FlagSet, args []string, want int) error {
+// envVars names the variable that sets each flag that has one.
+var envVars = map[string]string{
+	"addr":                "ROLODEX_ADDR",
+	"database-url":        "DATABASE_URL",
+	"db-max-conns":        "ROLODEX_DB_MAX_CONNS",
+	"rate-limit":          "ROLODEX_RATE_LIMIT",
+	"auth-failure-limit":  "ROLODEX_AUTH_FAILURE_LIMIT",
+	"event-retention":     "ROLODEX_EVENT_RETENTION",
+	"trusted-proxies":     "ROLODEX_TRUSTED_PROXIES",
+	"webhook-allow-cidrs": "ROLODEX_WEBHOOK_ALLOW_CIDRS",
+	"webhook-backoff":     "ROLODEX_WEBHOOK_BACKOFF",
+	"webhook-slots":       "ROLODEX_WEBHOOK_SLOTS",
+}
+
+// parseFlags sets each flag of fs that has a variable from it, then parses args, so a flag wins over
+// its variable and a bad value in either is an error. It rejects positional arguments beyond want.
+func parseFlags(fs *flag.FlagSet, getenv func(string) string, args []string, want int) error {
+	for name, env := range envVars {
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		f.Usage += " (env " + env + ")"
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				return fmt.Errorf("invalid value %q for %s (-%s): %w", v, env, name, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -138,54 +164,20 @@ func parseFlags(fs *flag.FlagSet, args []string, want int) error {
 	return nil
 }
 
-// envOr returns getenv(key), or def when it is unset.
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// envInt is envOr for integers; an unparsable value is an error at start, not a silent default.
-func envInt(getenv func(string) string, key string, def int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: not an integer", key, v)
-	}
-	return n, nil
-}
-
-// dbFlags adds the database options shared by every command that talks to PostgreSQL.
-func dbFlags(fs *flag.FlagSet, getenv func(string) string) (*dbConfig, error) {
-	conns, err := envInt(getenv, "ROLODEX_DB_MAX_CONNS", 16)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &dbConfig{}
-	fs.StringVar(&cfg.url, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
-	fs.IntVar(&cfg.maxConns, "db-max-conns", conns, "connection pool size (env ROLODEX_DB_MAX_CONNS)")
-	fs.DurationVar(&cfg.statementTimeout, "statement-timeout", 10*time.Second, "per-statement limit in PostgreSQL")
-	return cfg, nil
-}
-
 // withStore ends a command that works on the database: it adds the database flags to fs, parses args
 // (want positional arguments), opens the store and runs do with it.
 func withStore(fs *flag.FlagSet, getenv func(string) string, args []string, want int, do func(st *store) error) error {
-	dbc, err := dbFlags(fs, getenv)
-	if err != nil {
+	var cfg dbConfig
+	fs.StringVar(&cfg.url, "database-url", "", "PostgreSQL URL")
+	fs.IntVar(&cfg.maxConns, "db-max-conns", 16, "connection pool size")
+	fs.DurationVar(&cfg.statementTimeout, "statement-timeout", 10*time.Second, "per-statement limit in PostgreSQL")
+	if err := parseFlags(fs, getenv, args, want); err != nil {
 		return err
 	}
-	if err := parseFlags(fs, args, want); err != nil {
-		return err
-	}
-	if dbc.url == "" {
+	if cfg.url == "" {
 		return errors.New("no database: set DATABASE_URL or -database-url (or try `rolodex dev`)")
 	}
-	st, err := openStore(*dbc)
+	st, err := openStore(cfg)
 	if err != nil {
 		return err
 	}
@@ -203,54 +195,50 @@ type limits struct {
 	hooks          webhookSettings
 }
 
-// defaultEventRetention is how long events are kept unless -event-retention says otherwise.
-const defaultEventRetention = 30 * 24 * time.Hour
+// serverFlags are the flags of the server: where to listen, and the limits with their defaults.
+type serverFlags struct {
+	addr, proxies, hookCIDRs string
+	lim                      limits
+}
+
+// addServerFlags adds the flags of serverFlags to fs.
+func addServerFlags(fs *flag.FlagSet) *serverFlags {
+	f := &serverFlags{}
+	fs.StringVar(&f.addr, "addr", ":8080", "listen address")
+	fs.IntVar(&f.lim.rate, "rate-limit", defaultRateLimit, "requests a second per API key, in bursts of twice that; 0: off")
+	fs.IntVar(&f.lim.authFailures, "auth-failure-limit", defaultAuthFailureLimit, "failed authentications a minute per client address; 0: off")
+	fs.DurationVar(&f.lim.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept")
+	fs.StringVar(&f.proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default")
+	fs.DurationVar(&f.lim.hooks.backoff, "webhook-backoff", defaultWebhookBackoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h")
+	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default")
+	fs.IntVar(&f.lim.hooks.slots, "webhook-slots", defaultWebhookSlots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none")
+	return f
+}
+
+// limits returns the limits the parsed flags set; a bad value is a usage error.
+func (f *serverFlags) limits(stderr io.Writer) (limits, error) {
+	lim := f.lim
+	if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
+		return lim, fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
+	}
+	var err error
+	if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", f.proxies, stderr); err != nil {
+		return lim, err
+	}
+	lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", f.hookCIDRs, stderr)
+	return lim, err
+}
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
-	rate, err := envInt(getenv, "ROLODEX_RATE_LIMIT", defaultRateLimit)
-	if err != nil {
-		return err
-	}
-	fails, err := envInt(getenv, "ROLODEX_AUTH_FAILURE_LIMIT", defaultAuthFailureLimit)
-	if err != nil {
-		return err
-	}
-	slots, err := envInt(getenv, "ROLODEX_WEBHOOK_SLOTS", defaultWebhookSlots)
-	if err != nil {
-		return err
-	}
-	retention, err := time.ParseDuration(envOr(getenv, "ROLODEX_EVENT_RETENTION", defaultEventRetention.String()))
-	if err != nil {
-		return fmt.Errorf("ROLODEX_EVENT_RETENTION: %w", err)
-	}
-	backoff, err := time.ParseDuration(envOr(getenv, "ROLODEX_WEBHOOK_BACKOFF", defaultWebhookBackoff.String()))
-	if err != nil {
-		return fmt.Errorf("ROLODEX_WEBHOOK_BACKOFF: %w", err)
-	}
-	var lim limits
-	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
+	flags := addServerFlags(fs)
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
-	fs.IntVar(&lim.rate, "rate-limit", rate, "requests a second per API key, in bursts of twice that; 0: off (env ROLODEX_RATE_LIMIT)")
-	fs.IntVar(&lim.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
-	fs.DurationVar(&lim.eventRetention, "event-retention", retention, "how long events are kept (env ROLODEX_EVENT_RETENTION)")
-	proxies := fs.String("trusted-proxies", getenv("ROLODEX_TRUSTED_PROXIES"), "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default (env ROLODEX_TRUSTED_PROXIES)")
-	fs.DurationVar(&lim.hooks.backoff, "webhook-backoff", backoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h (env ROLODEX_WEBHOOK_BACKOFF)")
-	hookCIDRs := fs.String("webhook-allow-cidrs", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default (env ROLODEX_WEBHOOK_ALLOW_CIDRS)")
-	fs.IntVar(&lim.hooks.slots, "webhook-slots", slots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none (env ROLODEX_WEBHOOK_SLOTS)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
-			return fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
-		}
-		if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", *proxies, stderr); err != nil {
+		lim, err := flags.limits(stderr)
+		if err != nil {
 			return err
 		}
-		if lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", *hookCIDRs, stderr); err != nil {
-			return err
-		}
-		// A request's queries together get as long as one statement may take.
-		lim.requestTimeout = st.statementTimeout
-		return serve(ctx, st, *addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
+		return serve(ctx, st, flags.addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
 	})
 }
 
@@ -280,6 +268,7 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	if err != nil {
 		return err
 	}
+	lim.requestTimeout = st.statementTimeout // a request's queries together get as long as one statement
 	srv := &http.Server{
 		Handler:           newHandler(st, log, lim),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -490,8 +479,8 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev", "dev [flags]", stderr)
 	dir := fs.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
-	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
-	if err := parseFlags(fs, args, 0); err != nil {
+	addr := fs.String("addr", ":8080", "listen address")
+	if err := parseFlags(fs, getenv, args, 0); err != nil {
 		return err
 	}
 	allow, err := parseCIDRs("ROLODEX_WEBHOOK_ALLOW_CIDRS", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), stderr)
@@ -529,8 +518,8 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
 		return err
 	}
-	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit, requestTimeout: 10 * time.Second,
-		eventRetention: defaultEventRetention, hooks: webhookSettings{backoff: defaultWebhookBackoff, allow: allow, slots: defaultWebhookSlots}}
+	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit,
+		eventRetention: 30 * 24 * time.Hour, hooks: webhookSettings{backoff: defaultWebhookBackoff, allow: allow, slots: defaultWebhookSlots}}
 	return serve(ctx, st, *addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
 		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
 		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
