@@ -195,7 +195,7 @@ type limits struct {
 	hooks          webhookSettings
 }
 
-// serverFlags are the flags of the server: where to listen, and the limits with their defaults.
+// serverFlags are the flags serve and dev share: where to listen, and the limits with their defaults.
 type serverFlags struct {
 	addr, proxies, hookCIDRs string
 	lim                      limits
@@ -479,11 +479,11 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("dev", "dev [flags]", stderr)
 	dir := fs.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
-	addr := fs.String("addr", ":8080", "listen address")
+	flags := addServerFlags(fs)
 	if err := parseFlags(fs, getenv, args, 0); err != nil {
 		return err
 	}
-	allow, err := parseCIDRs("ROLODEX_WEBHOOK_ALLOW_CIDRS", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), stderr)
+	lim, err := flags.limits(stderr)
 	if err != nil {
 		return err
 	}
@@ -518,9 +518,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
 		return err
 	}
-	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit,
-		eventRetention: 30 * 24 * time.Hour, hooks: webhookSettings{backoff: defaultWebhookBackoff, allow: allow, slots: defaultWebhookSlots}}
-	return serve(ctx, st, *addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
+	return serve(ctx, st, flags.addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
 		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
 		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
 		fmt.Fprintf(stdout, "API key: %s\n", demo.APIKey)
