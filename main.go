@@ -73,25 +73,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
+	commands := map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
+		"serve": cmdServe, "migrate": cmdMigrate, "dev": cmdDev, "company create": cmdCompanyCreate,
+		"key create": cmdKeyCreate, "key list": cmdKeyList, "key revoke": cmdKeyRevoke,
+	}
 	cmd, rest := args[1], args[2:]
-	if (cmd == "company" || cmd == "key") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+	if len(rest) > 0 && commands[cmd+" "+rest[0]] != nil {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
+	if command, ok := commands[cmd]; ok {
+		return command(ctx, rest, getenv, stdout, stderr)
+	}
 	switch cmd {
-	case "serve":
-		return cmdServe(ctx, rest, getenv, stderr)
-	case "migrate":
-		return cmdMigrate(ctx, rest, getenv, stdout, stderr)
-	case "company create":
-		return cmdCompanyCreate(ctx, rest, getenv, stdout, stderr)
-	case "key create":
-		return cmdKeyCreate(ctx, rest, getenv, stdout, stderr)
-	case "key list":
-		return cmdKeyList(ctx, rest, getenv, stdout, stderr)
-	case "key revoke":
-		return cmdKeyRevoke(ctx, rest, getenv, stdout, stderr)
-	case "dev":
-		return cmdDev(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "rolodex", buildVersion())
 		return nil
@@ -229,7 +222,7 @@ func (f *serverFlags) limits(stderr io.Writer) (limits, error) {
 	return lim, err
 }
 
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
 	flags := addServerFlags(fs)
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
