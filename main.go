@@ -41,6 +41,8 @@ Run "rolodex COMMAND -h" for a command's flags. DATABASE_URL, ROLODEX_ADDR and t
 ROLODEX_* variables named there set the same options as the flags; a flag wins over its variable.
 `
 
+// errUsage ends a command line that cannot run: main exits 2, after printing the message it is
+// wrapped in, if any.
 var errUsage = errors.New("usage")
 
 func main() {
@@ -57,6 +59,9 @@ func main() {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
+		if msg, ok := strings.CutSuffix(err.Error(), ": "+errUsage.Error()); ok {
+			fmt.Fprintln(os.Stderr, "rolodex:", msg)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "rolodex:", err)
@@ -209,16 +214,16 @@ func addServerFlags(fs *flag.FlagSet) *serverFlags {
 }
 
 // limits returns the limits the parsed flags set; a bad value is a usage error.
-func (f *serverFlags) limits(stderr io.Writer) (limits, error) {
+func (f *serverFlags) limits() (limits, error) {
 	lim := f.lim
 	if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
 		return lim, fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
 	}
 	var err error
-	if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", f.proxies, stderr); err != nil {
+	if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", f.proxies); err != nil {
 		return lim, err
 	}
-	lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", f.hookCIDRs, stderr)
+	lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", f.hookCIDRs)
 	return lim, err
 }
 
@@ -227,7 +232,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, _,
 	flags := addServerFlags(fs)
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		lim, err := flags.limits(stderr)
+		lim, err := flags.limits()
 		if err != nil {
 			return err
 		}
@@ -236,13 +241,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, _,
 }
 
 // parseCIDRs reads the comma-separated CIDRs s of the setting name; one that is not is a usage error.
-func parseCIDRs(name, s string, stderr io.Writer) ([]netip.Prefix, error) {
+func parseCIDRs(name, s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, c := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
-			fmt.Fprintf(stderr, "rolodex: %s: %q is not a CIDR such as 10.0.0.0/8\n", name, c)
-			return nil, fmt.Errorf("bad %s: %w", name, errUsage)
+			return nil, fmt.Errorf("%s: %q is not a CIDR such as 10.0.0.0/8: %w", name, c, errUsage)
 		}
 		out = append(out, p)
 	}
@@ -476,7 +480,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseFlags(fs, getenv, args, 0); err != nil {
 		return err
 	}
-	lim, err := flags.limits(stderr)
+	lim, err := flags.limits()
 	if err != nil {
 		return err
 	}
