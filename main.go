@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -140,8 +142,8 @@ var envVars = map[string]string{
 // parseFlags sets each flag of fs that has a variable from it, then parses args, so a flag wins over
 // its variable and a bad value in either is an error. It rejects positional arguments beyond want.
 func parseFlags(fs *flag.FlagSet, getenv func(string) string, args []string, want int) error {
-	for name, env := range envVars {
-		f := fs.Lookup(name)
+	for _, name := range slices.Sorted(maps.Keys(envVars)) {
+		f, env := fs.Lookup(name), envVars[name]
 		if f == nil {
 			continue
 		}
