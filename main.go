@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -231,14 +230,14 @@ func (f *serverFlags) limits() (limits, error) {
 
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
-	flags := addServerFlags(fs)
+	server := addServerFlags(fs)
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		lim, err := flags.limits()
+		lim, err := server.limits()
 		if err != nil {
 			return err
 		}
-		return serve(ctx, st, flags.addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
+		return serve(ctx, st, server.addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
 	})
 }
 
@@ -472,56 +471,5 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintf(stdout, "applied schema versions %v\n", applied)
 		return nil
-	})
-}
-
-func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "dev [flags]", stderr)
-	dir := fs.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
-	flags := addServerFlags(fs)
-	if err := parseFlags(fs, getenv, args, 0); err != nil {
-		return err
-	}
-	lim, err := flags.limits()
-	if err != nil {
-		return err
-	}
-	if moved, ok := reachableDataDir(*dir); ok {
-		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
-		*dir = moved
-	}
-	fmt.Fprintf(stdout, "starting PostgreSQL in %s (log: %s)\n", *dir, filepath.Join(*dir, "postgres.log"))
-	pg, err := startLocalPG(ctx, *dir, false)
-	if err != nil {
-		return err
-	}
-	defer pg.Stop()
-	if err := ensureDatabase(ctx, pg.URL("postgres"), "rolodex"); err != nil {
-		return err
-	}
-	st, err := openStore(dbConfig{url: pg.URL("rolodex"), maxConns: 8, statementTimeout: 10 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if _, err := st.migrate(ctx); err != nil {
-		return err
-	}
-	// The demo key is kept in the folder, so that it stays the same across runs.
-	keyFile := filepath.Join(*dir, "demo-key")
-	saved, _ := os.ReadFile(keyFile)
-	demo, err := st.demoCompany(ctx, strings.TrimSpace(string(saved)))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
-		return err
-	}
-	return serve(ctx, st, flags.addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
-		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
-		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
-		fmt.Fprintf(stdout, "API key: %s\n", demo.APIKey)
-		fmt.Fprintf(stdout, "Try:     curl -H 'x-api-key: %s' %s/v1/contacts\n", demo.APIKey, base)
-		fmt.Fprintf(stdout, "DATABASE_URL=%s\nStop with Ctrl-C.\n\n", pg.URL("rolodex"))
 	})
 }
