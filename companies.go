@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 )
 
 // Companies: `rolodex company create` provisions one with everything it starts with, and
@@ -59,6 +61,29 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 		return nc, err
 	}
 	return nc, tx.Commit()
+}
+
+// cmdCompanyCreate is `rolodex company create`: it prints the new company, its user and key as one
+// JSON line.
+func cmdCompanyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("company create", "company create -name NAME [flags]", stderr)
+	name := fs.String("name", "", "company name (required)")
+	return withStore(fs, getenv, args, 0, func(st *store) error {
+		if *name = strings.TrimSpace(*name); *name == "" || len(*name) > 255 {
+			fs.Usage()
+			return fmt.Errorf("-name is required (1 to 255 characters): %w", errUsage)
+		}
+		if _, err := st.migrate(ctx); err != nil {
+			return err
+		}
+		nc, err := st.createCompany(ctx, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "{\"companyId\":%d,\"userId\":%d,\"apiKey\":%s}\n", nc.CompanyID, nc.UserID,
+			appendString(nil, nc.APIKey))
+		return nil
+	})
 }
 
 const demoCompanyName = "Demo company"

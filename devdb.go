@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -20,10 +22,64 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
-// A local PostgreSQL for `rolodex dev` and the tests: pg_ctl runs it from the server binaries on the
-// machine, with its data and log in a folder of its own, on loopback only.
+// `rolodex dev`, and the local PostgreSQL it and the tests use: pg_ctl runs it from the server
+// binaries on the machine, with its data and log in a folder of its own, on loopback only.
+
+// cmdDev is `rolodex dev`: a local PostgreSQL in a folder, migrated, the demo company with its key
+// kept in the folder across runs, and the server, until ctx is done.
+func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	flags := newFlags("dev", "dev [flags]", stderr)
+	dir := flags.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
+	server := addServerFlags(flags)
+	if err := parseFlags(flags, getenv, args, 0); err != nil {
+		return err
+	}
+	lim, err := server.limits()
+	if err != nil {
+		return err
+	}
+	if moved, ok := reachableDataDir(*dir); ok {
+		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
+		*dir = moved
+	}
+	fmt.Fprintf(stdout, "starting PostgreSQL in %s (log: %s)\n", *dir, filepath.Join(*dir, "postgres.log"))
+	pg, err := startLocalPG(ctx, *dir, false)
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	if err := ensureDatabase(ctx, pg.URL("postgres"), "rolodex"); err != nil {
+		return err
+	}
+	st, err := openStore(dbConfig{url: pg.URL("rolodex"), maxConns: 8, statementTimeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.migrate(ctx); err != nil {
+		return err
+	}
+	// The demo key is kept in the folder, so that it stays the same across runs.
+	keyFile := filepath.Join(*dir, "demo-key")
+	saved, _ := os.ReadFile(keyFile)
+	demo, err := st.demoCompany(ctx, strings.TrimSpace(string(saved)))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
+		return err
+	}
+	return serve(ctx, st, server.addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
+		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
+		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
+		fmt.Fprintf(stdout, "API key: %s\n", demo.APIKey)
+		fmt.Fprintf(stdout, "Try:     curl -H 'x-api-key: %s' %s/v1/contacts\n", demo.APIKey, base)
+		fmt.Fprintf(stdout, "DATABASE_URL=%s\nStop with Ctrl-C.\n\n", pg.URL("rolodex"))
+	})
+}
 
 // localPG is a PostgreSQL server started by startLocalPG. pg_ctl detaches it from this process: it
 // runs until Stop, even when this process dies.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -18,8 +19,8 @@ import (
 )
 
 // API keys (API.md sections 2 and 13): keys are random, shown once, stored only as a SHA-256 with a
-// display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys manages them, and a
-// key can never make or roll a key with more than its own scopes.
+// display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys and `rolodex key`
+// manage them, and a key can never make or roll a key with more than its own scopes.
 
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes
 // read), or "*" for everything. reference covers users, stages, boards, statuses, currencies and
@@ -276,6 +277,63 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 		if hash != nil {
 			auth.forget(hash)
 		}
+	})
+}
+
+// cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.
+func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("key create", "key create -company ID [-user ID] [-scopes a,b] [-expires 720h] [flags]", stderr)
+	company := fs.Int64("company", 0, "company id (required)")
+	user := fs.Int64("user", 0, "user id (default: the company's first user)")
+	scopes := fs.String("scopes", "*", "comma-separated scopes: * or <resource>:read|write, of "+strings.Join(scopeResources, ", "))
+	expires := fs.Duration("expires", 0, "how long the key lives (default: until revoked)")
+	return withStore(fs, getenv, args, 0, func(st *store) error {
+		list := strings.Split(*scopes, ",")
+		if *company <= 0 || *user < 0 || *expires < 0 || slices.ContainsFunc(list, func(s string) bool { return !validScope(s) }) {
+			fs.Usage()
+			return fmt.Errorf("-company must be a positive id, -scopes known scopes, -expires positive: %w", errUsage)
+		}
+		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
+		if errors.Is(err, errNotFound) {
+			return fmt.Errorf("no company %d with user %d", *company, *user)
+		}
+		if err == nil {
+			fmt.Fprintln(stdout, key)
+		}
+		return err
+	})
+}
+
+// cmdKeyList is `rolodex key list`: it prints a company's active keys, one JSON object a line.
+func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("key list", "key list -company ID [flags]", stderr)
+	company := fs.Int64("company", 0, "company id (required)")
+	return withStore(fs, getenv, args, 0, func(st *store) error {
+		if *company <= 0 {
+			fs.Usage()
+			return fmt.Errorf("-company must be a positive id: %w", errUsage)
+		}
+		keys, err := st.listAPIKeys(ctx, *company)
+		for _, k := range keys {
+			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
+		}
+		return err
+	})
+}
+
+// cmdKeyRevoke is `rolodex key revoke`: it revokes the active key with a prefix.
+func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("key revoke", "key revoke [flags] KEY_PREFIX", stderr)
+	return withStore(fs, getenv, args, 1, func(st *store) error {
+		prefix := fs.Arg(0)
+		err := st.revokeAPIKey(ctx, prefix)
+		if errors.Is(err, errNotFound) {
+			return fmt.Errorf("no active key with prefix %q", prefix)
+		}
+		if err == nil {
+			fmt.Fprintf(stdout, "revoked %s (servers stop accepting it within %s)\n", prefix[:min(len(prefix), keyPrefixLen)], keyCacheTTL)
+		}
+		return err
 	})
 }
 

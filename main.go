@@ -10,15 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +42,8 @@ Run "rolodex COMMAND -h" for a command's flags. DATABASE_URL, ROLODEX_ADDR and t
 ROLODEX_* variables named there set the same options as the flags; a flag wins over its variable.
 `
 
+// errUsage ends a command line that cannot run: main exits 2, after printing the message it is
+// wrapped in, if any.
 var errUsage = errors.New("usage")
 
 func main() {
@@ -59,6 +60,9 @@ func main() {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
+		if msg, ok := strings.CutSuffix(err.Error(), ": "+errUsage.Error()); ok {
+			fmt.Fprintln(os.Stderr, "rolodex:", msg)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "rolodex:", err)
@@ -75,25 +79,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
+	commands := map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
+		"serve": cmdServe, "migrate": cmdMigrate, "dev": cmdDev, "company create": cmdCompanyCreate,
+		"key create": cmdKeyCreate, "key list": cmdKeyList, "key revoke": cmdKeyRevoke,
+	}
 	cmd, rest := args[1], args[2:]
-	if (cmd == "company" || cmd == "key") && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+	if len(rest) > 0 && commands[cmd+" "+rest[0]] != nil {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
+	if command, ok := commands[cmd]; ok {
+		return command(ctx, rest, getenv, stdout, stderr)
+	}
 	switch cmd {
-	case "serve":
-		return cmdServe(ctx, rest, getenv, stderr)
-	case "migrate":
-		return cmdMigrate(ctx, rest, getenv, stdout, stderr)
-	case "company create":
-		return cmdCompanyCreate(ctx, rest, getenv, stdout, stderr)
-	case "key create":
-		return cmdKeyCreate(ctx, rest, getenv, stdout, stderr)
-	case "key list":
-		return cmdKeyList(ctx, rest, getenv, stdout, stderr)
-	case "key revoke":
-		return cmdKeyRevoke(ctx, rest, getenv, stdout, stderr)
-	case "dev":
-		return cmdDev(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "rolodex", buildVersion())
 		return nil
@@ -127,8 +124,35 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args and rejects positional arguments beyond want.
-func parseFlags(fs *flag.FlagSet, args []string, want int) error {
+// envVars names the variable that sets each flag that has one.
+var envVars = map[string]string{
+	"addr":                "ROLODEX_ADDR",
+	"database-url":        "DATABASE_URL",
+	"db-max-conns":        "ROLODEX_DB_MAX_CONNS",
+	"rate-limit":          "ROLODEX_RATE_LIMIT",
+	"auth-failure-limit":  "ROLODEX_AUTH_FAILURE_LIMIT",
+	"event-retention":     "ROLODEX_EVENT_RETENTION",
+	"trusted-proxies":     "ROLODEX_TRUSTED_PROXIES",
+	"webhook-allow-cidrs": "ROLODEX_WEBHOOK_ALLOW_CIDRS",
+	"webhook-backoff":     "ROLODEX_WEBHOOK_BACKOFF",
+	"webhook-slots":       "ROLODEX_WEBHOOK_SLOTS",
+}
+
+// parseFlags sets each flag of fs that has a variable from it, then parses args, so a flag wins over
+// its variable and a bad value in either is an error. It rejects positional arguments beyond want.
+func parseFlags(fs *flag.FlagSet, getenv func(string) string, args []string, want int) error {
+	for _, name := range slices.Sorted(maps.Keys(envVars)) {
+		f, env := fs.Lookup(name), envVars[name]
+		if f == nil {
+			continue
+		}
+		f.Usage += " (env " + env + ")"
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				return fmt.Errorf("invalid value %q for %s (-%s): %w", v, env, name, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,54 +163,20 @@ func parseFlags(fs *flag.FlagSet, args []string, want int) error {
 	return nil
 }
 
-// envOr returns getenv(key), or def when it is unset.
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// envInt is envOr for integers; an unparsable value is an error at start, not a silent default.
-func envInt(getenv func(string) string, key string, def int) (int, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: not an integer", key, v)
-	}
-	return n, nil
-}
-
-// dbFlags adds the database options shared by every command that talks to PostgreSQL.
-func dbFlags(fs *flag.FlagSet, getenv func(string) string) (*dbConfig, error) {
-	conns, err := envInt(getenv, "ROLODEX_DB_MAX_CONNS", 16)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &dbConfig{}
-	fs.StringVar(&cfg.url, "database-url", getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
-	fs.IntVar(&cfg.maxConns, "db-max-conns", conns, "connection pool size (env ROLODEX_DB_MAX_CONNS)")
-	fs.DurationVar(&cfg.statementTimeout, "statement-timeout", 10*time.Second, "per-statement limit in PostgreSQL")
-	return cfg, nil
-}
-
 // withStore ends a command that works on the database: it adds the database flags to fs, parses args
 // (want positional arguments), opens the store and runs do with it.
 func withStore(fs *flag.FlagSet, getenv func(string) string, args []string, want int, do func(st *store) error) error {
-	dbc, err := dbFlags(fs, getenv)
-	if err != nil {
+	var cfg dbConfig
+	fs.StringVar(&cfg.url, "database-url", "", "PostgreSQL URL")
+	fs.IntVar(&cfg.maxConns, "db-max-conns", 16, "connection pool size")
+	fs.DurationVar(&cfg.statementTimeout, "statement-timeout", 10*time.Second, "per-statement limit in PostgreSQL")
+	if err := parseFlags(fs, getenv, args, want); err != nil {
 		return err
 	}
-	if err := parseFlags(fs, args, want); err != nil {
-		return err
-	}
-	if dbc.url == "" {
+	if cfg.url == "" {
 		return errors.New("no database: set DATABASE_URL or -database-url (or try `rolodex dev`)")
 	}
-	st, err := openStore(*dbc)
+	st, err := openStore(cfg)
 	if err != nil {
 		return err
 	}
@@ -204,65 +194,60 @@ type limits struct {
 	hooks          webhookSettings
 }
 
-// defaultEventRetention is how long events are kept unless -event-retention says otherwise.
-const defaultEventRetention = 30 * 24 * time.Hour
+// serverFlags are the flags serve and dev share: where to listen, and the limits with their defaults.
+type serverFlags struct {
+	addr, proxies, hookCIDRs string
+	lim                      limits
+}
 
-func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// addServerFlags adds the flags of serverFlags to fs.
+func addServerFlags(fs *flag.FlagSet) *serverFlags {
+	f := &serverFlags{}
+	fs.StringVar(&f.addr, "addr", ":8080", "listen address")
+	fs.IntVar(&f.lim.rate, "rate-limit", defaultRateLimit, "requests a second per API key, in bursts of twice that; 0: off")
+	fs.IntVar(&f.lim.authFailures, "auth-failure-limit", defaultAuthFailureLimit, "failed authentications a minute per client address; 0: off")
+	fs.DurationVar(&f.lim.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept")
+	fs.StringVar(&f.proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default")
+	fs.DurationVar(&f.lim.hooks.backoff, "webhook-backoff", defaultWebhookBackoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h")
+	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default")
+	fs.IntVar(&f.lim.hooks.slots, "webhook-slots", defaultWebhookSlots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none")
+	return f
+}
+
+// limits returns the limits the parsed flags set; a bad value is a usage error.
+func (f *serverFlags) limits() (limits, error) {
+	lim := f.lim
+	if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
+		return lim, fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
+	}
+	var err error
+	if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", f.proxies); err != nil {
+		return lim, err
+	}
+	lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", f.hookCIDRs)
+	return lim, err
+}
+
+func cmdServe(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
-	rate, err := envInt(getenv, "ROLODEX_RATE_LIMIT", defaultRateLimit)
-	if err != nil {
-		return err
-	}
-	fails, err := envInt(getenv, "ROLODEX_AUTH_FAILURE_LIMIT", defaultAuthFailureLimit)
-	if err != nil {
-		return err
-	}
-	slots, err := envInt(getenv, "ROLODEX_WEBHOOK_SLOTS", defaultWebhookSlots)
-	if err != nil {
-		return err
-	}
-	retention, err := time.ParseDuration(envOr(getenv, "ROLODEX_EVENT_RETENTION", defaultEventRetention.String()))
-	if err != nil {
-		return fmt.Errorf("ROLODEX_EVENT_RETENTION: %w", err)
-	}
-	backoff, err := time.ParseDuration(envOr(getenv, "ROLODEX_WEBHOOK_BACKOFF", defaultWebhookBackoff.String()))
-	if err != nil {
-		return fmt.Errorf("ROLODEX_WEBHOOK_BACKOFF: %w", err)
-	}
-	var lim limits
-	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
+	server := addServerFlags(fs)
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
-	fs.IntVar(&lim.rate, "rate-limit", rate, "requests a second per API key, in bursts of twice that; 0: off (env ROLODEX_RATE_LIMIT)")
-	fs.IntVar(&lim.authFailures, "auth-failure-limit", fails, "failed authentications a minute per client address; 0: off (env ROLODEX_AUTH_FAILURE_LIMIT)")
-	fs.DurationVar(&lim.eventRetention, "event-retention", retention, "how long events are kept (env ROLODEX_EVENT_RETENTION)")
-	proxies := fs.String("trusted-proxies", getenv("ROLODEX_TRUSTED_PROXIES"), "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default (env ROLODEX_TRUSTED_PROXIES)")
-	fs.DurationVar(&lim.hooks.backoff, "webhook-backoff", backoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h (env ROLODEX_WEBHOOK_BACKOFF)")
-	hookCIDRs := fs.String("webhook-allow-cidrs", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default (env ROLODEX_WEBHOOK_ALLOW_CIDRS)")
-	fs.IntVar(&lim.hooks.slots, "webhook-slots", slots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none (env ROLODEX_WEBHOOK_SLOTS)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
-			return fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
-		}
-		if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", *proxies, stderr); err != nil {
+		lim, err := server.limits()
+		if err != nil {
 			return err
 		}
-		if lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", *hookCIDRs, stderr); err != nil {
-			return err
-		}
-		// A request's queries together get as long as one statement may take.
-		lim.requestTimeout = st.statementTimeout
-		return serve(ctx, st, *addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
+		return serve(ctx, st, server.addr, *shutdown, lim, slog.New(slog.NewJSONHandler(stderr, nil)), nil)
 	})
 }
 
 // parseCIDRs reads the comma-separated CIDRs s of the setting name; one that is not is a usage error.
-func parseCIDRs(name, s string, stderr io.Writer) ([]netip.Prefix, error) {
+func parseCIDRs(name, s string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, c := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
-			fmt.Fprintf(stderr, "rolodex: %s: %q is not a CIDR such as 10.0.0.0/8\n", name, c)
-			return nil, fmt.Errorf("bad %s: %w", name, errUsage)
+			return nil, fmt.Errorf("%s: %q is not a CIDR such as 10.0.0.0/8: %w", name, c, errUsage)
 		}
 		out = append(out, p)
 	}
@@ -281,6 +266,7 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	if err != nil {
 		return err
 	}
+	lim.requestTimeout = st.statementTimeout // a request's queries together get as long as one statement
 	srv := &http.Server{
 		Handler:           newHandler(st, log, lim),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -485,133 +471,5 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		fmt.Fprintf(stdout, "applied schema versions %v\n", applied)
 		return nil
-	})
-}
-
-func cmdCompanyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("company create", "company create -name NAME [flags]", stderr)
-	name := fs.String("name", "", "company name (required)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *name = strings.TrimSpace(*name); *name == "" || len(*name) > 255 {
-			fs.Usage()
-			return fmt.Errorf("-name is required (1 to 255 characters): %w", errUsage)
-		}
-		if _, err := st.migrate(ctx); err != nil {
-			return err
-		}
-		nc, err := st.createCompany(ctx, *name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "{\"companyId\":%d,\"userId\":%d,\"apiKey\":%s}\n", nc.CompanyID, nc.UserID,
-			appendString(nil, nc.APIKey))
-		return nil
-	})
-}
-
-func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key create", "key create -company ID [-user ID] [-scopes a,b] [-expires 720h] [flags]", stderr)
-	company := fs.Int64("company", 0, "company id (required)")
-	user := fs.Int64("user", 0, "user id (default: the company's first user)")
-	scopes := fs.String("scopes", "*", "comma-separated scopes: * or <resource>:read|write, of "+strings.Join(scopeResources, ", "))
-	expires := fs.Duration("expires", 0, "how long the key lives (default: until revoked)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		list := strings.Split(*scopes, ",")
-		if *company <= 0 || *user < 0 || *expires < 0 || slices.ContainsFunc(list, func(s string) bool { return !validScope(s) }) {
-			fs.Usage()
-			return fmt.Errorf("-company must be a positive id, -scopes known scopes, -expires positive: %w", errUsage)
-		}
-		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
-		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no company %d with user %d", *company, *user)
-		}
-		if err == nil {
-			fmt.Fprintln(stdout, key)
-		}
-		return err
-	})
-}
-
-func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key list", "key list -company ID [flags]", stderr)
-	company := fs.Int64("company", 0, "company id (required)")
-	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *company <= 0 {
-			fs.Usage()
-			return fmt.Errorf("-company must be a positive id: %w", errUsage)
-		}
-		keys, err := st.listAPIKeys(ctx, *company)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
-		}
-		return err
-	})
-}
-
-func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("key revoke", "key revoke [flags] KEY_PREFIX", stderr)
-	return withStore(fs, getenv, args, 1, func(st *store) error {
-		prefix := fs.Arg(0)
-		err := st.revokeAPIKey(ctx, prefix)
-		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no active key with prefix %q", prefix)
-		}
-		if err == nil {
-			fmt.Fprintf(stdout, "revoked %s (servers stop accepting it within %s)\n", prefix[:min(len(prefix), keyPrefixLen)], keyCacheTTL)
-		}
-		return err
-	})
-}
-
-func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("dev", "dev [flags]", stderr)
-	dir := fs.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
-	addr := fs.String("addr", envOr(getenv, "ROLODEX_ADDR", ":8080"), "listen address (env ROLODEX_ADDR)")
-	if err := parseFlags(fs, args, 0); err != nil {
-		return err
-	}
-	allow, err := parseCIDRs("ROLODEX_WEBHOOK_ALLOW_CIDRS", getenv("ROLODEX_WEBHOOK_ALLOW_CIDRS"), stderr)
-	if err != nil {
-		return err
-	}
-	if moved, ok := reachableDataDir(*dir); ok {
-		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
-		*dir = moved
-	}
-	fmt.Fprintf(stdout, "starting PostgreSQL in %s (log: %s)\n", *dir, filepath.Join(*dir, "postgres.log"))
-	pg, err := startLocalPG(ctx, *dir, false)
-	if err != nil {
-		return err
-	}
-	defer pg.Stop()
-	if err := ensureDatabase(ctx, pg.URL("postgres"), "rolodex"); err != nil {
-		return err
-	}
-	st, err := openStore(dbConfig{url: pg.URL("rolodex"), maxConns: 8, statementTimeout: 10 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if _, err := st.migrate(ctx); err != nil {
-		return err
-	}
-	// The demo key is kept in the folder, so that it stays the same across runs.
-	keyFile := filepath.Join(*dir, "demo-key")
-	saved, _ := os.ReadFile(keyFile)
-	demo, err := st.demoCompany(ctx, strings.TrimSpace(string(saved)))
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyFile, []byte(demo.APIKey+"\n"), 0o600); err != nil {
-		return err
-	}
-	lim := limits{rate: defaultRateLimit, authFailures: defaultAuthFailureLimit, requestTimeout: 10 * time.Second,
-		eventRetention: defaultEventRetention, hooks: webhookSettings{backoff: defaultWebhookBackoff, allow: allow, slots: defaultWebhookSlots}}
-	return serve(ctx, st, *addr, 5*time.Second, lim, slog.New(slog.NewJSONHandler(stderr, nil)), func(a string) {
-		base := "http://" + strings.Replace(a, "[::]", "localhost", 1)
-		fmt.Fprintf(stdout, "\nRolodex is serving the demo company (id %d) at %s\n", demo.CompanyID, base)
-		fmt.Fprintf(stdout, "API key: %s\n", demo.APIKey)
-		fmt.Fprintf(stdout, "Try:     curl -H 'x-api-key: %s' %s/v1/contacts\n", demo.APIKey, base)
-		fmt.Fprintf(stdout, "DATABASE_URL=%s\nStop with Ctrl-C.\n\n", pg.URL("rolodex"))
 	})
 }
