@@ -95,7 +95,7 @@ export DATABASE_URL="postgres://postgres@127.0.0.1:$coord/postgres?sslmode=disab
 if [ "${KEEP:-}" = 1 ]; then echo "DATABASE_URL=$DATABASE_URL"; exit 0; fi
 echo "== go test ./... on the coordinator"
 status=0
-"$GO" test $RACE -count=1 "$@" ./... || status=$?
+"$GO" test $RACE -count=1 -timeout 30m "$@" ./... || status=$?
 if [ "$status" != 0 ]; then
   for n in coordinator worker1 worker2; do echo "== $n's log (last 20 lines)" >&2; tail -20 "$work/$n.log" >&2; done
 fi

@@ -109,7 +109,7 @@ for try in 1 2; do
   echo "== go test ./... through pgbouncer"
   DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable&default_query_exec_mode=exec"
   status=0
-  "$GO" test $RACE -count=1 "$@" ./... || status=$?
+  "$GO" test $RACE -count=1 -timeout 30m "$@" ./... || status=$?
   [ "$status" = 0 ] && exit 0
   echo "== pgbouncer's log (last 40 lines)" >&2
   tail -40 "$work/pgbouncer/pgbouncer.log" >&2
