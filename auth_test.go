@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -52,16 +51,7 @@ func TestUnauthenticatedRequestsGetOne401(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header["X-Api-Key"] = []string{c.key, c.key}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := wantProblem(t, response{status: resp.StatusCode, header: resp.Header, body: body}, http.StatusUnauthorized, "unauthorized")
+		p := wantProblem(t, doRequest(t, req), http.StatusUnauthorized, "unauthorized")
 		p.RequestID = ""
 		if diff := cmp.Diff(*first, p); diff != "" {
 			t.Errorf("401 bodies differ (-first +this):\n%s", diff)

@@ -107,7 +107,7 @@ func TestBusinessCreateDefaults(t *testing.T) {
 	// Every member, in order (so unset ones are null, not absent); the id is a JSON number, or it would not decode.
 	wantKeys := []string{"id", "title", "value", "deadline", "private", "position", "dateWon", "reasonLost", "statusId",
 		"organizationId", "currencyId", "userOwnerId", "userCreatorId", "boardId", "stageId", "createdAt", "updatedAt"}
-	if diff := cmp.Diff(wantKeys, objectKeys(t, r.body)); diff != "" {
+	if diff := cmp.Diff(wantKeys, jsonKeys(t, r.body)); diff != "" {
 		t.Errorf("members of a business (-want +got):\n%s", diff)
 	}
 	second, _ := bizCreate(t, c.key, `{"title": "Second in the stage"}`)

@@ -59,7 +59,7 @@ var ignoreServerSet = cmpopts.IgnoreFields(wireContact{}, "ID", "CreatedAt", "Up
 // JSON numbers (a string does not decode into *int64), timestamps in the API's format.
 func decodeContact(t *testing.T, b []byte) wireContact {
 	t.Helper()
-	if diff := cmp.Diff(contactKeys, objectKeys(t, b)); diff != "" {
+	if diff := cmp.Diff(contactKeys, jsonKeys(t, b)); diff != "" {
 		t.Errorf("contact members (-want +got):\n%s\nin %s", diff, b)
 	}
 	c := decode[wireContact](t, b)
@@ -140,10 +140,7 @@ func TestContactIDIsAStringAndUnsetFieldsAreNull(t *testing.T) {
 		t.Errorf("POST {\"name\":\"Ana\"} = %s; want %s", r.body, want)
 	}
 	// A list element is the same contact, its id a string too.
-	page := decode[struct {
-		Data       []json.RawMessage
-		Pagination wirePagination
-	}](t, mustGet(t, c.key, "/v1/contacts").body)
+	page := listPage[json.RawMessage](t, c.key, "/v1/contacts")
 	if len(page.Data) != 1 || string(page.Data[0])+"\n" != want {
 		t.Errorf("list %s; want the one contact %s", page.Data, want)
 	}

@@ -131,7 +131,7 @@ func wantOthersReferencesLikeNone(t *testing.T, c testCompany, res apiRes, refs 
 // listIDs returns the ids of every object of the list at path, walking its pages.
 func listIDs(t *testing.T, key, path string) []int64 {
 	t.Helper()
-	return idsOf(walkList(t, key, path, "", 100))
+	return idsOf(walkList[obj](t, key, path, "", 100))
 }
 
 func TestEveryRouteAnswersAMissingUnknownOrRevokedKeyWith401(t *testing.T) {
@@ -194,7 +194,7 @@ func TestAnotherCompanysObjectIs404AndUnchanged(t *testing.T) {
 			}
 			wantUnchanged(t, a.key, itemPath(res.path, theirs), before)
 			// B's list, walked a page of one at a time, holds B's objects and none of A's.
-			ids := idsOf(walkList(t, b.key, res.path, "", 1))
+			ids := idsOf(walkList[obj](t, b.key, res.path, "", 1))
 			if slices.Contains(ids, theirs) || !slices.Contains(ids, mine) {
 				t.Errorf("B's list %v; want %d and not A's %d", ids, mine, theirs)
 			}
@@ -550,16 +550,11 @@ func TestBodyOver1MiBIs413(t *testing.T) {
 				}
 				req.Header.Set("x-api-key", c.key)
 				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
+				r := doRequest(t, req)
 				if req.ContentLength > 0 {
 					t.Errorf("request ContentLength %d; want the body sent chunked", req.ContentLength)
 				}
-				wantProblem(t, response{resp.StatusCode, resp.Header, b}, http.StatusRequestEntityTooLarge, "body_too_large")
+				wantProblem(t, r, http.StatusRequestEntityTooLarge, "body_too_large")
 			})
 		})
 	}
@@ -635,7 +630,7 @@ func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
 			for i := 0; res.item && i < 26; i++ {
 				made = append(made, res.newObject(t, c))
 			}
-			objs := walkList(t, c.key, res.path, "", 100)
+			objs := walkList[obj](t, c.key, res.path, "", 100)
 			all := idsOf(objs)
 			if !slices.IsSorted(all) || len(slices.Compact(slices.Clone(all))) != len(all) || len(slices.DeleteFunc(slices.Clone(made),
 				func(id int64) bool { return slices.Contains(all, id) })) > 0 {
@@ -651,7 +646,7 @@ func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
 					continue
 				}
 				pages := 1
-				got := walkList(t, c.key, res.path, "", limit, func(int, []obj) { pages++ })
+				got := walkList[obj](t, c.key, res.path, "", limit, func(int, []obj) { pages++ })
 				if diff := cmp.Diff(all, idsOf(got)); diff != "" {
 					t.Errorf("limit %d: ids over all pages (-want +got):\n%s", limit, diff)
 				}
@@ -659,8 +654,8 @@ func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
 					t.Errorf("limit %d: %d pages; want %d", limit, pages, want)
 				}
 			}
-			if page, p := listPage(t, c.key, res.path); p.Limit != 25 || len(page) != min(25, len(all)) {
-				t.Errorf("GET %s: %d objects, pagination %+v; want %d and limit 25", res.path, len(page), p, min(25, len(all)))
+			if p := listPage[obj](t, c.key, res.path); p.Pagination.Limit != 25 || len(p.Data) != min(25, len(all)) {
+				t.Errorf("GET %s: %d objects, pagination %+v; want %d and limit 25", res.path, len(p.Data), p.Pagination, min(25, len(all)))
 			}
 			for i := 0; res.item && i < 5; i++ { // list elements are the objects GET returns
 				if g := decode[obj](t, mustGet(t, c.key, itemPath(res.path, objs[i].id())).body); !cmp.Equal(g, objs[i]) {

@@ -127,7 +127,7 @@ func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
 		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
 		if key == c.key {
-			wantBody(t, "GET /v1/contacts/count with a valid key from the limited address", r, http.StatusOK)
+			wantStatus(t, r, http.StatusOK)
 			continue
 		}
 		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
@@ -145,7 +145,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	// no webhook worker asking for deliveries.
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3",
 		"ROLODEX_WEBHOOK_SLOTS": "0"}, &syncBuffer{})
-	wantBody(t, "GET /v1/contacts/count", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 	for i := range 3 {
 		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
 	}
@@ -179,7 +179,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	if bound := 2 + 2*secs/keyCacheTTL.Seconds() + secs; float64(lookups) > bound {
 		t.Errorf("%d random keys in %.1fs: %d statements reached the database; want at most %.0f", n, secs, lookups, bound)
 	}
-	wantBody(t, "GET /v1/contacts/count with a key seen valid", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 }
 
 func TestFailureLimiterWindow(t *testing.T) {

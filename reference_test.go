@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,30 +28,10 @@ var refKeys = map[string][]string{
 	"currency":     {"id", "code", "name", "minorUnit", "createdAt", "updatedAt"},
 }
 
-// walkPages returns every object of a list, walking its pages of 100.
-func walkPages(t *testing.T, path, key string) []json.RawMessage {
-	t.Helper()
-	var out []json.RawMessage
-	next := path + "?limit=100"
-	for range 100 {
-		page := getPage(t, next, key)
-		out = append(out, page.Data...)
-		if page.Pagination.NextCursor == nil {
-			if page.Pagination.HasMore {
-				t.Errorf("GET %s: hasMore without a nextCursor", next)
-			}
-			return out
-		}
-		next = path + "?limit=100&cursor=" + url.QueryEscape(*page.Pagination.NextCursor)
-	}
-	t.Fatalf("GET %s: more than 100 pages", path)
-	return nil
-}
-
 func TestReferenceListsHaveDataAndPagination(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	postID(t, c.key, "/v1/organizations", `{"name":"Acme"}`)
+	create(t, c.key, "/v1/organizations", `{"name":"Acme"}`)
 	for _, tt := range []struct {
 		path, kind string
 		n, all     int    // objects on the first page of 25, and in all
@@ -71,19 +50,19 @@ func TestReferenceListsHaveDataAndPagination(t *testing.T) {
 			if ct := r.header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("GET %s: Content-Type %q; want application/json", tt.path, ct)
 			}
-			page, more := decodePage(t, "GET "+tt.path, r), tt.n < tt.all || tt.all == 0
+			page, more := readPage[json.RawMessage](t, r), tt.n < tt.all || tt.all == 0
 			if len(page.Data) != tt.n || page.Pagination.Limit != 25 || page.Pagination.HasMore != more ||
 				(page.Pagination.NextCursor != nil) != more {
 				t.Errorf("GET %s: %d objects, pagination %+v; want %d objects, limit 25, hasMore %v, a nextCursor only with more",
 					tt.path, len(page.Data), page.Pagination, tt.n, more)
 			}
 			// Walking every page lists each object once, in order of id.
-			all, last, sample := walkPages(t, tt.path, c.key), int64(0), false
+			all, last, sample := walkList[json.RawMessage](t, c.key, tt.path, "", 100), int64(0), false
 			for i, raw := range all {
 				if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, raw)); diff != "" {
 					t.Errorf("GET %s: object %d keys (-want +got):\n%s", tt.path, i, diff)
 				}
-				id, err := strconv.ParseInt(objectID(t, raw), 10, 64)
+				id, err := decode[obj](t, raw).id(), error(nil)
 				if err != nil || id <= last {
 					t.Errorf("GET %s: object %d has id %d after %d; want ids in ascending order", tt.path, i, id, last)
 				}
@@ -96,7 +75,7 @@ func TestReferenceListsHaveDataAndPagination(t *testing.T) {
 			path := tt.path + "?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("id:9999999999"))
 			if r := call(t, "GET", path, c.key, ""); r.status == http.StatusBadRequest {
 				wantProblem(t, r, http.StatusBadRequest, "invalid_parameter")
-			} else if page := decodePage(t, "GET "+path, r); len(page.Data) != 0 || page.Pagination.HasMore {
+			} else if page := readPage[json.RawMessage](t, r); len(page.Data) != 0 || page.Pagination.HasMore {
 				t.Errorf("GET %s: %d objects, hasMore %v; want an empty last page", path, len(page.Data), page.Pagination.HasMore)
 			}
 		})
@@ -121,11 +100,11 @@ func TestReferenceRetrieveAndTenancy(t *testing.T) {
 		path := tt.path + "/" + id
 		t.Run("GET "+path, func(t *testing.T) {
 			got := fetchRef(t, path, a.key)
-			if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, got)); diff != "" || objectID(t, got) != id {
+			if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, got)); diff != "" || fmt.Sprint(decode[obj](t, got).id()) != id {
 				t.Errorf("GET %s = %s; want object %s. Keys (-want +got):\n%s", path, got, id, diff)
 			}
 			// The same bytes as the object in A's list.
-			i := slices.IndexFunc(walkPages(t, tt.path, a.key), func(raw json.RawMessage) bool { return bytes.Equal(raw, got) })
+			i := slices.IndexFunc(walkList[json.RawMessage](t, a.key, tt.path, "", 100), func(raw json.RawMessage) bool { return bytes.Equal(raw, got) })
 			if i < 0 {
 				t.Errorf("GET %s of A does not list %s as GET %s answers it", tt.path, got, path)
 			}
@@ -137,8 +116,8 @@ func TestReferenceRetrieveAndTenancy(t *testing.T) {
 			if diff := cmp.Diff(missing, other); diff != "" {
 				t.Errorf("GET %s as B differs from an unknown id (-unknown +other company):\n%s", path, diff)
 			}
-			for _, raw := range walkPages(t, tt.path, b.key) {
-				if objectID(t, raw) == id {
+			for _, raw := range walkList[json.RawMessage](t, b.key, tt.path, "", 100) {
+				if fmt.Sprint(decode[obj](t, raw).id()) == id {
 					t.Errorf("B's GET %s lists A's %s", tt.path, id)
 				}
 			}
@@ -153,7 +132,7 @@ func TestReferenceCreateOrganization(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	r := call(t, "POST", "/v1/organizations", c.key, `{"name":"Acme"}`)
-	org := jsonObject(t, wantBody(t, "POST /v1/organizations", r, http.StatusCreated))
+	org := decode[map[string]json.RawMessage](t, wantStatus(t, r, http.StatusCreated).body)
 	if diff := cmp.Diff(refKeys["organization"], jsonKeys(t, r.body)); diff != "" {
 		t.Errorf("POST /v1/organizations keys (-want +got):\n%s", diff)
 	}
@@ -164,10 +143,10 @@ func TestReferenceCreateOrganization(t *testing.T) {
 	if want := "/v1/organizations/" + string(org["id"]); loc != want {
 		t.Errorf("Location = %q; want %q", loc, want)
 	}
-	if got := wantBody(t, "GET "+loc, call(t, "GET", loc, c.key, ""), http.StatusOK); !bytes.Equal(got, r.body) {
+	if got := wantStatus(t, call(t, "GET", loc, c.key, ""), http.StatusOK).body; !bytes.Equal(got, r.body) {
 		t.Errorf("GET %s = %s; want the POST answer %s", loc, got, r.body)
 	}
-	postID(t, c.key, "/v1/organizations", `{"name":"`+strings.Repeat("é", 255)+`"}`) // 255 characters, not bytes
+	create(t, c.key, "/v1/organizations", `{"name":"`+strings.Repeat("é", 255)+`"}`) // 255 characters, not bytes
 
 	before := dumpCompany(t, c.id)
 	for _, tt := range []struct{ name, body, field string }{
@@ -201,8 +180,8 @@ func TestReferenceStagesFilterByBoard(t *testing.T) {
 	// stages returns "name boardId" of each stage GET /v1/stages?limit=100&query lists, sorted.
 	stages := func(query string) []string {
 		var out []string
-		for _, raw := range getPage(t, "/v1/stages?limit=100"+query, w.key).Data {
-			m := jsonObject(t, raw)
+		for _, raw := range listPage[json.RawMessage](t, w.key, "/v1/stages?limit=100"+query).Data {
+			m := decode[map[string]json.RawMessage](t, raw)
 			out = append(out, string(m["name"])+" "+string(m["boardId"]))
 		}
 		return slices.Sorted(slices.Values(out))

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,8 +87,8 @@ type hostileCase struct {
 }
 
 // hostileCases builds the corpus against a contact, a business record and an organization of the
-// company, with these ids.
-func hostileCases(contactID, businessID, orgID string) []hostileCase {
+// company, at these paths.
+func hostileCases(contact, deal, org string) []hostileCase {
 	var cs []hostileCase
 	add := func(method, path, body string) { cs = append(cs, hostileCase{method: method, path: path, body: body}) }
 	// Raw percent-escapes go as they are.
@@ -114,7 +115,7 @@ func hostileCases(contactID, businessID, orgID string) []hostileCase {
 	// Query parameters, on every endpoint.
 	lists := []string{"/v1/contacts", "/v1/business", "/v1/users", "/v1/organizations", "/v1/stages", "/v1/boards",
 		"/v1/statuses", "/v1/currencies", "/v1/countries", "/v1/contacts/count", "/v1/business/count"}
-	gets := []string{"/v1/contacts/" + contactID, "/v1/business/" + businessID, "/v1/organizations/" + orgID}
+	gets := []string{contact, deal, org}
 	typed := []string{"expand[]", "limit", "cursor", "sort", "organizationId", "stageId", "boardId", "withSales",
 		"private", "createdAt[gte]", "updatedAt[lt]", "userOwnerId"}
 	for _, v := range append(append([]string{"%00", "%FF", strings.Repeat("9", 400)}, badIDNumbers...), injections...) {
@@ -152,9 +153,9 @@ func hostileCases(contactID, businessID, orgID string) []hostileCase {
 		typed, ids, ints   []string
 	}{
 		{"POST", "/v1/contacts", `"name":"x"`, contactTyped, contactIDs, []string{"classification"}},
-		{"PATCH", "/v1/contacts/" + contactID, `"name":"changed"`, contactTyped, contactIDs, []string{"classification"}},
+		{"PATCH", contact, `"name":"changed"`, contactTyped, contactIDs, []string{"classification"}},
 		{"POST", "/v1/business", `"title":"x"`, bizTyped, bizTyped[5:], []string{"value", "position"}},
-		{"PATCH", "/v1/business/" + businessID, `"title":"changed"`, bizTyped, bizTyped[5:], []string{"value", "position"}},
+		{"PATCH", deal, `"title":"changed"`, bizTyped, bizTyped[5:], []string{"value", "position"}},
 		{"POST", "/v1/organizations", `"name":"x"`, nil, nil, nil},
 	} {
 		with := func(member string) string { return "{" + tg.good + "," + member + "}" }
@@ -219,9 +220,9 @@ func TestHostileInputIs4xxAndChangesNothing(t *testing.T) {
 	serverLog := &syncBuffer{}
 	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "0"}, serverLog)
 	c, other := newTestCompany(t), newTestCompany(t)
-	cases := hostileCases(postID(t, c.key, "/v1/contacts", `{"name":"Victim","email":"victim@example.com"}`),
-		postID(t, c.key, "/v1/business", `{"title":"Victim deal","value":10}`),
-		postID(t, c.key, "/v1/organizations", `{"name":"Victim org"}`))
+	cases := hostileCases(createPath(t, c.key, "/v1/contacts", `{"name":"Victim","email":"victim@example.com"}`),
+		createPath(t, c.key, "/v1/business", `{"title":"Victim deal","value":10}`),
+		createPath(t, c.key, "/v1/organizations", `{"name":"Victim org"}`))
 	before, otherBefore := dumpCompany(t, c.id), dumpCompany(t, other.id)
 	t.Logf("%d hostile requests", len(cases))
 	var wg sync.WaitGroup
@@ -269,9 +270,9 @@ func TestInjectionTextInFreeTextFieldsIsStoredVerbatim(t *testing.T) {
 	before := dumpCompany(t, c.id)
 	for _, inj := range injections {
 		s, _ := json.Marshal(inj)
-		id := postID(t, c.key, "/v1/contacts", `{"name":`+string(s)+`,"surname":`+string(s)+`,"address":`+string(s)+`}`)
+		path := createPath(t, c.key, "/v1/contacts", `{"name":`+string(s)+`,"surname":`+string(s)+`,"address":`+string(s)+`}`)
 		var got struct{ Name, Surname, Address string }
-		json.Unmarshal(wantBody(t, "GET", call(t, "GET", "/v1/contacts/"+id, c.key, ""), http.StatusOK), &got)
+		json.Unmarshal(wantStatus(t, call(t, "GET", path, c.key, ""), http.StatusOK).body, &got)
 		if got.Name != inj || got.Surname != inj || got.Address != inj {
 			t.Errorf("contact %q read back as name %q surname %q address %q; want it verbatim", inj, got.Name, got.Surname, got.Address)
 		}
@@ -320,13 +321,7 @@ func TestHugeBodyIs413WithoutBeingRead(t *testing.T) {
 			}
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("x-api-key", c.key)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			wantProblem(t, response{status: resp.StatusCode, header: resp.Header, body: b}, http.StatusRequestEntityTooLarge, "body_too_large")
+			wantProblem(t, doRequest(t, req), http.StatusRequestEntityTooLarge, "body_too_large")
 			// What the client managed to send sits in socket buffers; the server stopped at 1 MiB.
 			if body.read.Load() > 32<<20 {
 				t.Errorf("the client sent %d MiB of a 100 MiB body; want the server to stop reading early", body.read.Load()>>20)
@@ -344,8 +339,9 @@ func TestPathIDsMustBeCanonical(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	objects := map[string]string{
-		"/v1/contacts/": postID(t, c.key, "/v1/contacts", `{"name":"Ana"}`), "/v1/business/": postID(t, c.key, "/v1/business", `{"title":"Deal"}`),
-		"/v1/organizations/": postID(t, c.key, "/v1/organizations", `{"name":"Org"}`),
+		"/v1/contacts/":      fmt.Sprint(decode[obj](t, wantStatus(t, call(t, "POST", "/v1/contacts", c.key, `{"name":"Ana"}`), 201).body).id()),
+		"/v1/business/":      fmt.Sprint(decode[obj](t, wantStatus(t, call(t, "POST", "/v1/business", c.key, `{"title":"Deal"}`), 201).body).id()),
+		"/v1/organizations/": fmt.Sprint(decode[obj](t, wantStatus(t, call(t, "POST", "/v1/organizations", c.key, `{"name":"Org"}`), 201).body).id()),
 		"/v1/users/":         strconv.FormatInt(c.userID, 10),
 		"/v1/stages/":        strconv.FormatInt(sqlID(t, `SELECT min(id) FROM stages WHERE company_id = $1`, c.id), 10),
 		"/v1/boards/":        strconv.FormatInt(sqlID(t, `SELECT min(id) FROM boards WHERE company_id = $1`, c.id), 10),
@@ -376,7 +372,7 @@ func TestPathIDsMustBeCanonical(t *testing.T) {
 func TestEncodedBodyIs415(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	contact := "/v1/contacts/" + postID(t, c.key, "/v1/contacts", `{"name":"Ana"}`)
+	contact := createPath(t, c.key, "/v1/contacts", `{"name":"Ana"}`)
 	var zipped bytes.Buffer
 	zw := gzip.NewWriter(&zipped)
 	zw.Write([]byte(`{"name":"Zipped"}`))
