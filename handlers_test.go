@@ -89,7 +89,7 @@ func withMembers(body, members string) string {
 
 // guarded makes an object of res for c (when res has objects of a company) and runs requests with
 // its path in a subtest named for res; then the object must be as it was, and the list must hold
-// made more objects, no others.
+// made more objects, no others. With made 0 no row of the company may have changed at all.
 func guarded(t *testing.T, c testCompany, res apiRes, made int, requests func(t *testing.T, target string)) {
 	t.Helper()
 	var target string
@@ -98,13 +98,16 @@ func guarded(t *testing.T, c testCompany, res apiRes, made int, requests func(t 
 		target = itemPath(res.path, res.newObject(t, c))
 		was = mustGet(t, c.key, target)
 	}
-	before := listIDs(t, c.key, res.path)
+	before, rows := listIDs(t, c.key, res.path), dumpCompany(t, c.id)
 	t.Run(res.path, func(t *testing.T) { requests(t, target) })
 	if n := len(listIDs(t, c.key, res.path)); n != len(before)+made {
 		t.Errorf("%s holds %d objects; want %d: refused requests change nothing", res.path, n, len(before)+made)
 	}
 	if res.item {
 		wantUnchanged(t, c.key, target, was)
+	}
+	if diff := cmp.Diff(rows, dumpCompany(t, c.id)); made == 0 && diff != "" {
+		t.Errorf("the refused requests changed rows (-before +after):\n%s", diff)
 	}
 }
 
@@ -207,13 +210,26 @@ func TestAnotherCompanysObjectIs404AndUnchanged(t *testing.T) {
 	}
 }
 
+// TestBadPathIDsAre400 (API.md section 3): a path id is a positive decimal integer in canonical form;
+// no other spelling of an object's id finds it, and a request with one changes nothing.
 func TestBadPathIDsAre400(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
+	ids := map[string]string{}
 	for _, res := range itemResources {
-		id := fmt.Sprint(res.newObject(t, c))
-		for _, bad := range []string{"abc", "0", "-1", "01", "0" + id, "+1", "+" + id, "1.5", "1e3", "0x1",
-			"9223372036854775808", "18446744073709551617", "%20" + id, id + "%20", "１"} {
+		ids[res.path] = fmt.Sprint(res.newObject(t, c))
+	}
+	before := dumpCompany(t, c.id)
+	t.Cleanup(func() {
+		if diff := cmp.Diff(before, dumpCompany(t, c.id)); diff != "" {
+			t.Errorf("the refused requests changed rows (-before +after):\n%s", diff)
+		}
+	})
+	for _, res := range itemResources {
+		id := ids[res.path]
+		for _, bad := range []string{"abc", "0", "-1", "-" + id, "01", "0" + id, "00" + id, "+1", "+" + id, "%2B" + id, "1.5",
+			id + ".0", "1e3", "0x1", "0x" + id, "9223372036854775808", "18446744073709551617", "99999999999999999999",
+			"%20" + id, id + "%20", "１"} {
 			for _, rt := range res.itemRoutes(1) {
 				path := res.path + "/" + bad
 				t.Run(rt.method+" "+path, func(t *testing.T) {
@@ -507,7 +523,7 @@ func TestBodiesMustBeUncompressedJSON(t *testing.T) {
 				zw.Reset(&zipped)
 				io.WriteString(zw, rt.body)
 				zw.Close()
-				for _, enc := range []struct{ name, body string }{{"gzip", zipped.String()}, {"deflate", rt.body}, {"br", rt.body}} {
+				for _, enc := range []struct{ name, body string }{{"gzip", zipped.String()}, {"deflate", rt.body}, {"br", rt.body}, {"x-custom", rt.body}} {
 					r := call(t, rt.method, rt.path, c.key, enc.body, "Content-Encoding", enc.name)
 					wantProblem(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
 					if got := r.header.Get("Accept-Encoding"); got != "identity" {
