@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -109,26 +110,6 @@ func guarded(t *testing.T, c testCompany, res apiRes, made int, requests func(t 
 	if diff := cmp.Diff(rows, dumpCompany(t, c.id)); made == 0 && diff != "" {
 		t.Errorf("the refused requests changed rows (-before +after):\n%s", diff)
 	}
-}
-
-// wantOthersReferencesLikeNone checks that a POST or PATCH of res as c naming, in a field, another
-// company's object (refs: field -> that object's id) is the same 422 as naming an id no object has.
-func wantOthersReferencesLikeNone(t *testing.T, c testCompany, res apiRes, refs map[string]int64) {
-	t.Helper()
-	guarded(t, c, res, 0, func(t *testing.T, target string) {
-		for field, other := range refs {
-			for _, m := range []route{{"POST", res.path, ""}, {"PATCH", target, ""}} {
-				refusal := func(id int64) problemBody {
-					p := wantFields(t, call(t, m.method, m.path, c.key, withMembers(res.post, fmt.Sprintf(`"%s":%d`, field, id))), field)
-					p.RequestID = ""
-					return p
-				}
-				if diff := cmp.Diff(refusal(1<<60), refusal(other)); diff != "" {
-					t.Errorf("%s with another company's %s vs with no object's (-none +other's):\n%s", m.method, field, diff)
-				}
-			}
-		}
-	})
 }
 
 // listIDs returns the ids of every object of the list at path, walking its pages.
@@ -272,18 +253,51 @@ func TestCreateAnswers201WithLocationAndETagAndReadsBackEqual(t *testing.T) {
 	}
 }
 
-// patchable is what the merge-patch tests need of a resource with PATCH.
+// patchable is what the tests of writes need of a resource with PATCH; its file has the tables.
 type patchable struct {
 	res                apiRes
+	keys               []string                                 // the members of its objects, in order
 	full               func(t *testing.T, c testCompany) string // a body that sets every field
 	nullable, required []string
 	change             string // a format of a PATCH that changes one field: fmt.Sprintf(change, n)
 	good, bad, ref     string // members: a good one, a bad one, a reference to nothing
 	badField, refField string
+	valid              func(t *testing.T, c testCompany) []string         // bodies stored as sent
+	invalid            func(t *testing.T, c testCompany) []invalidCase    // bodies refused
+	others             func(t *testing.T, a testCompany) map[string]int64 // reference field: an object of a
 }
 
+// invalidCase is a body refused with a 422 naming fields, in order; postOnly when it lacks a field
+// a POST needs, which a PATCH may leave out.
+type invalidCase struct {
+	body     string
+	fields   []string
+	postOnly bool
+}
+
+// badValueCases makes a case of each value (JSON text) each field refuses: the value beside a good
+// required field (which every POST needs), or alone for required itself.
+func badValueCases(required string, bad map[string][]string) []invalidCase {
+	var cases []invalidCase
+	for field, values := range bad {
+		for _, v := range values {
+			body := fmt.Sprintf(`{%q:"x",%q:%s}`, required, field, v)
+			if field == required {
+				body = fmt.Sprintf(`{%q:%s}`, field, v)
+			}
+			cases = append(cases, invalidCase{body, []string{field}, false})
+		}
+	}
+	return cases
+}
+
+var apiTimeRE = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
+
 var patchables = []patchable{{
-	res: writableResources[0],
+	res: writableResources[0], keys: contactKeys, valid: contactValid, invalid: contactInvalid,
+	others: func(t *testing.T, a testCompany) map[string]int64 {
+		return map[string]int64{"organizationId": sqlOrganization(t, a.id, "A org"), "assignedToId": a.userID, "stageId": sqlContactStage(t, a.id)}
+	},
 	full: func(t *testing.T, c testCompany) string {
 		return fmt.Sprintf(`{"name":"Ana","surname":"P","dni":"1Z","jobTitle":"CEO","email":"a@example.com",
 			"secondaryEmail":"b@example.com","phone":"1","mobilePhone":"2","urlAvatar":"https://x.com/a.png","address":"A 1",
@@ -296,7 +310,11 @@ var patchables = []patchable{{
 	change:   `{"city":"City %d"}`,
 	good:     `"city":"Sevilla"`, bad: `"email":"x"`, badField: "email", ref: `"countryId":999`, refField: "countryId",
 }, {
-	res: writableResources[1],
+	res: writableResources[1], keys: bizKeys, valid: businessValid, invalid: businessInvalid,
+	others: func(t *testing.T, a testCompany) map[string]int64 {
+		board, stage := bizDefaultBoard(t, a.id)
+		return map[string]int64{"organizationId": sqlOrganization(t, a.id, "A org"), "userOwnerId": a.userID, "boardId": board, "stageId": stage}
+	},
 	full: func(t *testing.T, c testCompany) string {
 		return fmt.Sprintf(`{"title":"Full","value":10.50,"deadline":"2026-12-01T10:00:00.000Z","dateWon":"2026-11-01T10:00:00.000Z",
 			"reasonLost":"none","organizationId":%d,"private":true}`, sqlOrganization(t, c.id, "Acme"))
@@ -306,6 +324,94 @@ var patchables = []patchable{{
 	change:   `{"title":"Title %d"}`,
 	good:     `"title":"Changed"`, bad: `"value":1.234`, badField: "value", ref: `"statusId":999`, refField: "statusId",
 }}
+
+// TestValidValuesAreStoredAsSent: each valid body, POSTed, and PATCHed onto an object made with the
+// least body, is answered and read back with every member as sent, and every other as a create of
+// the least body has it (but for what the server sets anew: id, timestamps, position).
+func TestValidValuesAreStoredAsSent(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, pr := range patchables {
+		leastBody := fmt.Sprintf(`{%q:"Least"}`, pr.required[0])
+		least, _ := create(t, c.key, pr.res.path, leastBody)
+		for _, body := range pr.valid(t, c) {
+			t.Run(pr.res.path+" "+body[:min(len(body), 60)], func(t *testing.T) {
+				t.Parallel()
+				sent := decode[obj](t, []byte(body))
+				_, posted := create(t, c.key, pr.res.path, body)
+				path := createPath(t, c.key, pr.res.path, leastBody)
+				patched := wantStatus(t, call(t, "PATCH", path, c.key, body), http.StatusOK)
+				for _, r := range []response{posted, patched, mustGet(t, c.key, path)} {
+					if diff := cmp.Diff(pr.keys, jsonKeys(t, r.body)); diff != "" {
+						t.Errorf("%s %s: members (-want +got):\n%s", r.method, r.path, diff)
+					}
+					got, want := decode[obj](t, r.body), maps.Clone(least)
+					maps.Copy(want, sent)
+					for _, k := range []string{"id", "createdAt", "updatedAt", "position"} {
+						if v, ok := got[k]; ok && sent[k] == nil {
+							want[k] = v
+						}
+					}
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("%s %s with %s (-want +got):\n%s", r.method, r.path, body, diff)
+					}
+					if !apiTimeRE.MatchString(str(got["createdAt"])) || !apiTimeRE.MatchString(str(got["updatedAt"])) {
+						t.Errorf("%s %s: createdAt %v, updatedAt %v; want UTC with 3 fractional digits", r.method, r.path, got["createdAt"], got["updatedAt"])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestInvalidValuesAre422NamingTheFields: each refused body is a 422 naming its fields, in a POST and
+// a PATCH, and changes nothing.
+func TestInvalidValuesAre422NamingTheFields(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, pr := range patchables {
+		cases := pr.invalid(t, c)
+		guarded(t, c, pr.res, 0, func(t *testing.T, target string) {
+			for _, tt := range cases {
+				t.Run(tt.body[:min(len(tt.body), 80)], func(t *testing.T) {
+					t.Parallel()
+					r := call(t, "POST", pr.res.path, c.key, tt.body)
+					wantFields(t, r, tt.fields...)
+					if r.header.Get("Location") != "" || r.header.Get("ETag") != "" {
+						t.Errorf("a 422 with Location %q, ETag %q", r.header.Get("Location"), r.header.Get("ETag"))
+					}
+					if !tt.postOnly {
+						wantFields(t, call(t, "PATCH", target, c.key, tt.body), tt.fields...)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestOtherCompanysReferencesAre422LikeNone: a POST or PATCH naming, in a reference field, another
+// company's object is the same 422 as one naming an id no object has.
+func TestOtherCompanysReferencesAre422LikeNone(t *testing.T) {
+	t.Parallel()
+	a, c := newTestCompany(t), newTestCompany(t)
+	for _, pr := range patchables {
+		refs := pr.others(t, a)
+		guarded(t, c, pr.res, 0, func(t *testing.T, target string) {
+			for field, other := range refs {
+				for _, m := range []route{{"POST", pr.res.path, ""}, {"PATCH", target, ""}} {
+					refusal := func(id int64) problemBody {
+						p := wantFields(t, call(t, m.method, m.path, c.key, withMembers(pr.res.post, fmt.Sprintf(`"%s":%d`, field, id))), field)
+						p.RequestID = ""
+						return p
+					}
+					if diff := cmp.Diff(refusal(1<<60), refusal(other)); diff != "" {
+						t.Errorf("%s with another company's %s vs with no object's (-none +other's):\n%s", m.method, field, diff)
+					}
+				}
+			}
+		})
+	}
+}
 
 func TestPatchIsAMergePatch(t *testing.T) {
 	t.Parallel()

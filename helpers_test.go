@@ -558,9 +558,6 @@ func sqlIDs(t *testing.T, q string, args ...any) []int64 {
 	return ids
 }
 
-// ptrTo returns a pointer to a copy of v: ptrTo("x") for a *string field.
-func ptrTo[T any](v T) *T { return &v }
-
 // jsonKeys returns the member names of the JSON object b in order, repeats included.
 func jsonKeys(t *testing.T, b []byte) []string {
 	t.Helper()
