@@ -204,24 +204,26 @@ func newLoadResult() *loadResult {
 	return &loadResult{byStatus: map[int]int{}, acked: map[string]string{}}
 }
 
-// createContact posts one contact named name and records the answer.
-func (lr *loadResult) createContact(client *http.Client, base, key, name string) {
+// createContact posts one contact named name, records the answer, and returns the contact's id ("":
+// not created).
+func (lr *loadResult) createContact(client *http.Client, base, key, name string) string {
 	r, err := send(client, base, "POST", "/v1/contacts", key, `{"name":"`+name+`"}`)
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if err != nil {
 		lr.errs = append(lr.errs, err.Error())
-		return
+		return ""
 	}
 	lr.byStatus[r.status]++
 	var c struct{ ID, Name string }
 	if r.status == http.StatusCreated {
 		if json.Unmarshal(r.body, &c) != nil || c.Name != name {
 			lr.errs = append(lr.errs, fmt.Sprintf("201 with a cut or wrong body %q", r.body))
-			return
+			return ""
 		}
 		lr.acked[c.ID] = name
 	}
+	return c.ID
 }
 
 // storedContacts is the company's contacts by id, read with SQL.
