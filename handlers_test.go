@@ -813,16 +813,13 @@ func TestListPagesWalkEveryObjectOnceAndAgreeWithCount(t *testing.T) {
 func TestUnfilteredCountsStayExactUnderConcurrentWrites(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	for _, res := range []struct{ path, body, table string }{
-		{"/v1/contacts", `{"name": "Ana"}`, "contacts"},
-		{"/v1/business", `{"title": "Deal"}`, "business"},
-	} {
+	for _, res := range writableResources {
 		ids := make(chan int64, 40)
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
 				for range 5 {
-					o, _ := create(t, c.key, res.path, res.body)
+					o, _ := create(t, c.key, res.path, res.post)
 					ids <- o.id()
 				}
 			})
@@ -838,7 +835,7 @@ func TestUnfilteredCountsStayExactUnderConcurrentWrites(t *testing.T) {
 		}
 		wg.Wait()
 		wantProblem(t, call(t, "POST", res.path, c.key, `{}`), http.StatusUnprocessableEntity, "validation_failed")
-		rows := sqlID(t, `SELECT count(*) FROM `+res.table+` WHERE company_id = $1`, c.id)
+		rows := sqlID(t, `SELECT count(*) FROM `+strings.TrimPrefix(res.path, "/v1/")+` WHERE company_id = $1`, c.id)
 		if got := countOf(t, c.key, res.path+"/count"); got != 28 || rows != 28 {
 			t.Errorf("GET %s/count = %d with %d rows; want 28 (40 created, 12 deleted)", res.path, got, rows)
 		}
