@@ -169,7 +169,7 @@ func TestCitusDistributesADatabaseInUse(t *testing.T) {
 	wantCount := func(path string, want int) {
 		t.Helper()
 		r := callAt(t, nil, base, "GET", path+"/count", demo.APIKey, "")
-		if got := decode[struct{ Count int }](t, wantBody(t, "GET "+path+"/count", r, http.StatusOK)).Count; got != want {
+		if got := decode[struct{ Count int }](t, wantStatus(t, r, http.StatusOK).body).Count; got != want {
 			t.Errorf("GET %s/count = %d; want %d", path, got, want)
 		}
 	}

@@ -42,7 +42,7 @@ func readFeed(t *testing.T, base, key, cursor, query string) feedBody {
 	if cursor != "" {
 		path += "&cursor=" + url.QueryEscape(cursor)
 	}
-	f := decode[feedBody](t, wantBody(t, "GET "+path, callAt(t, nil, base, "GET", path, key, ""), http.StatusOK))
+	f := decode[feedBody](t, wantStatus(t, callAt(t, nil, base, "GET", path, key, ""), http.StatusOK).body)
 	if f.Pagination.NextCursor == "" {
 		t.Fatalf("GET %s: no nextCursor to resume from", path)
 	}
@@ -88,14 +88,14 @@ func TestEveryChangeWritesItsEvent(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	created := call(t, "POST", "/v1/contacts", c.key, `{"name": "Ana", "city": "Madrid"}`, "X-Request-Id", "create-ana")
-	path := "/v1/contacts/" + objectID(t, wantBody(t, "POST", created, http.StatusCreated))
+	path := itemPath("/v1/contacts", decode[obj](t, wantStatus(t, created, http.StatusCreated).body).id())
 	wantStatus(t, call(t, "PATCH", path, c.key, `{"city": "Lisboa", "jobTitle": "CTO"}`), http.StatusOK)
 	wantStatus(t, call(t, "PATCH", path, c.key, `{"city": "Lisboa"}`), http.StatusOK) // changes nothing: no event
 	wantProblem(t, call(t, "PATCH", path, c.key, `{"name": ""}`), http.StatusUnprocessableEntity, "validation_failed")
 	last := mustGet(t, c.key, path)
 	wantStatus(t, call(t, "DELETE", path, c.key, ""), http.StatusNoContent)
-	deal := wantBody(t, "POST", call(t, "POST", "/v1/business", c.key, `{"title": "Deal"}`), http.StatusCreated)
-	org := wantBody(t, "POST", call(t, "POST", "/v1/organizations", c.key, `{"name": "Acme"}`), http.StatusCreated)
+	deal := wantStatus(t, call(t, "POST", "/v1/business", c.key, `{"title": "Deal"}`), http.StatusCreated).body
+	org := wantStatus(t, call(t, "POST", "/v1/organizations", c.key, `{"name": "Acme"}`), http.StatusCreated).body
 
 	evs, _ := waitFeed(t, c.key, "", "", 5)
 	want := []string{"contact.created", "contact.updated", "contact.deleted", "business.created", "organization.created"}
@@ -174,7 +174,7 @@ func TestEventsFeedFiltersPagesAndRefusesBadInput(t *testing.T) {
 		"a tampered cursor":           "cursor=" + url.QueryEscape(cursor[:len(cursor)-2]+"AA"),
 		"another company's cursor":    "cursor=" + url.QueryEscape(otherCursor),
 		"a cursor with other filters": "type=contact.*&cursor=" + url.QueryEscape(cursor),
-		"a list's cursor":             "cursor=" + url.QueryEscape(*getPage(t, "/v1/countries?limit=1", c.key).Pagination.NextCursor),
+		"a list's cursor":             "cursor=" + url.QueryEscape(*listPage[obj](t, c.key, "/v1/countries?limit=1").Pagination.NextCursor),
 		"limit 0":                     "limit=0",
 		"a sort":                      "sort=id",
 	} {

@@ -95,8 +95,8 @@ func (w *refWorld) ref(t *testing.T, kind, id string) []byte {
 		return b
 	}
 	if kind == "country" {
-		for _, raw := range walkPages(t, "/v1/countries", w.key) {
-			w.refs["country:"+objectID(t, raw)] = raw
+		for _, raw := range walkList[json.RawMessage](t, w.key, "/v1/countries", "", 100) {
+			w.refs["country:"+fmt.Sprint(decode[obj](t, raw).id())] = raw
 		}
 	} else {
 		w.refs[kind+":"+id] = fetchRef(t, "/v1/"+kind+"s/"+id, w.key)
@@ -112,7 +112,7 @@ func (w *refWorld) checkExpanded(t *testing.T, where string, obj []byte, specs [
 	if keys := jsonKeys(t, obj); len(slices.Compact(slices.Sorted(slices.Values(keys)))) != len(keys) {
 		t.Errorf("%s: a key appears more than once in %s", where, obj)
 	}
-	m := jsonObject(t, obj)
+	m := decode[map[string]json.RawMessage](t, obj)
 	for _, s := range specs {
 		idRaw, exp := m[s.idField], m[s.name]
 		switch {
@@ -140,7 +140,7 @@ func (w *refWorld) checkExpanded(t *testing.T, where string, obj []byte, specs [
 // fetchRef returns the body of GET path (a reference object) without its trailing newline.
 func fetchRef(t *testing.T, path, key string) []byte {
 	t.Helper()
-	b := wantBody(t, "GET "+path, call(t, "GET", path, key, ""), http.StatusOK)
+	b := wantStatus(t, call(t, "GET", path, key, ""), http.StatusOK).body
 	if !bytes.HasSuffix(b, []byte("\n")) {
 		t.Errorf("GET %s: body %q does not end in a newline", path, b)
 	}
@@ -156,15 +156,15 @@ func TestExpandEveryValueOnEveryEndpoint(t *testing.T) {
 		"/v1/contacts": `{"organizationId":null,"countryId":null,"stageId":null,"assignedToId":null}`}
 	for resource, specs := range expsOf {
 		// The list holds objects of both users pointing at different objects, and each subtest's own.
-		postID(t, w.key, resource, w.body(resource, 0))
-		wantBody(t, "POST "+resource, call(t, "POST", resource, w.key2, w.body(resource, 1)), http.StatusCreated)
+		create(t, w.key, resource, w.body(resource, 0))
+		wantStatus(t, call(t, "POST", resource, w.key2, w.body(resource, 1)), http.StatusCreated)
 		for _, s := range specs {
 			t.Run(resource+" with expand[]="+s.name, func(t *testing.T) {
 				q, want := "?"+expQuery(s.name), []string{s.name}
 				nullable := strings.Contains(nulls[resource], s.idField)
 				do := func(method, path, body string, status int) map[string]json.RawMessage {
 					what := method + " " + path
-					m := w.checkExpanded(t, what, wantBody(t, what, call(t, method, path, w.key, body), status), specs, want)
+					m := w.checkExpanded(t, what, wantStatus(t, call(t, method, path, w.key, body), status).body, specs, want)
 					if null := string(m[s.idField]) == "null"; null != (nullable && (body == nulls[resource] || body == bareBody[resource])) {
 						t.Errorf("%s %s: %s = %s; want null only where the body sets none", what, body, s.idField, m[s.idField])
 					}
@@ -182,7 +182,7 @@ func TestExpandEveryValueOnEveryEndpoint(t *testing.T) {
 				do("PATCH", path, nulls[resource], http.StatusOK)
 
 				list := resource + "?limit=100&" + expQuery(s.name)
-				page := getPage(t, list, w.key)
+				page := listPage[json.RawMessage](t, w.key, list)
 				for i, raw := range page.Data {
 					w.checkExpanded(t, fmt.Sprintf("GET %s: data[%d]", list, i), raw, specs, want)
 				}
@@ -204,7 +204,7 @@ func TestExpandEverySetAndRetrieveAsList(t *testing.T) {
 		mixed := map[string]string{"/v1/business": fmt.Sprintf(`{"title":"Mixed","organizationId":%d}`, w.orgs[1]),
 			"/v1/contacts": fmt.Sprintf(`{"name":"Mixed","organizationId":%d,"countryId":250,"assignedToId":%d}`, w.orgs[1], w.userID)}
 		for _, body := range []string{bareBody[resource], w.body(resource, 0), w.body(resource, 1), mixed[resource]} {
-			postID(t, w.key, resource, body)
+			create(t, w.key, resource, body)
 		}
 		names := expNames(specs)
 		for set := range 1 << len(names) {
@@ -216,10 +216,10 @@ func TestExpandEverySetAndRetrieveAsList(t *testing.T) {
 			}
 			q := expQuery(subset...)
 			list := resource + "?limit=100&" + q
-			for i, want := range getPage(t, list, w.key).Data {
+			for i, want := range listPage[json.RawMessage](t, w.key, list).Data {
 				w.checkExpanded(t, fmt.Sprintf("GET %s: data[%d]", list, i), want, specs, subset)
-				path := resource + "/" + objectID(t, want) + "?" + q
-				got := bytes.TrimSpace(wantBody(t, "GET "+path, call(t, "GET", path, w.key, ""), http.StatusOK))
+				path := itemPath(resource, decode[obj](t, want).id()) + "?" + q
+				got := bytes.TrimSpace(wantStatus(t, call(t, "GET", path, w.key, ""), http.StatusOK).body)
 				if diff := cmp.Diff(string(want), string(got)); diff != "" {
 					t.Errorf("GET %s differs from the object in GET %s (-list +retrieve):\n%s", path, list, diff)
 				}
@@ -236,7 +236,7 @@ func TestExpandEverySetAndRetrieveAsList(t *testing.T) {
 		{"/v1/business", expQuery("userCreator", "userCreator", "userCreator"), expQuery("userCreator")},
 		{"/v1/business", expQuery("stage", "organization"), expQuery("organization", "stage")},
 	} {
-		got, want := getPage(t, tt.resource+"?"+tt.query, w.key), getPage(t, tt.resource+"?"+tt.same, w.key)
+		got, want := listPage[json.RawMessage](t, w.key, tt.resource+"?"+tt.query), listPage[json.RawMessage](t, w.key, tt.resource+"?"+tt.same)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("GET %s?%s differs from GET %s?%s (-want +got):\n%s", tt.resource, tt.query, tt.resource, tt.same, diff)
 		}
@@ -249,8 +249,8 @@ func TestExpandEverySetAndRetrieveAsList(t *testing.T) {
 func TestExpandRejectsUnknownValues(t *testing.T) {
 	t.Parallel()
 	w := newRefWorld(t)
-	contact := "/v1/contacts/" + postID(t, w.key, "/v1/contacts", w.body("/v1/contacts", 0))
-	deal := "/v1/business/" + postID(t, w.key, "/v1/business", w.body("/v1/business", 0))
+	contact := createPath(t, w.key, "/v1/contacts", w.body("/v1/contacts", 0))
+	deal := createPath(t, w.key, "/v1/business", w.body("/v1/business", 0))
 	before := dumpCompany(t, w.id)
 	for _, res := range []struct {
 		path, object, body string
@@ -340,7 +340,7 @@ func TestExpandCostsAFixedNumberOfQueries(t *testing.T) {
 	// answer must hold every object expanded (the last one's expansions can only be objects).
 	queries := func(t *testing.T, path string, n int) int64 {
 		t.Helper()
-		wantBody(t, "GET /v1/statuses", callAt(t, nil, base, "GET", "/v1/statuses", w.key, ""), http.StatusOK)
+		wantStatus(t, callAt(t, nil, base, "GET", "/v1/statuses", w.key, ""), http.StatusOK)
 		proxy.queries.Store(0)
 		r := callAt(t, nil, base, "GET", path, w.key, "")
 		count := proxy.queries.Load()
@@ -359,9 +359,9 @@ func TestExpandCostsAFixedNumberOfQueries(t *testing.T) {
 				t.Errorf("GET %s: %d queries for 1 object and %d for 100; with %d expansions %d and %d; want the same for 1 and 100, and at most one more per expansion",
 					resource, one, hundred, len(specs), oneExp, hundredExp)
 			}
-			id := objectID(t, getPage(t, resource+"?limit=1", w.key).Data[0])
-			if plain, exp := queries(t, resource+"/"+id, 1), queries(t, resource+"/"+id+"?"+q, m); exp-plain > int64(len(specs)) {
-				t.Errorf("GET %s/%s: %d queries, %d with %d expansions; want at most one more each", resource, id, plain, exp, len(specs))
+			path := itemPath(resource, listPage[obj](t, w.key, resource+"?limit=1").Data[0].id())
+			if plain, exp := queries(t, path, 1), queries(t, path+"?"+q, m); exp-plain > int64(len(specs)) {
+				t.Errorf("GET %s: %d queries, %d with %d expansions; want at most one more each", path, plain, exp, len(specs))
 			}
 		})
 	}
@@ -381,8 +381,8 @@ func TestExpandNeverCrossesCompanies(t *testing.T) {
 	type request struct{ method, path, body string }
 	var reqs []request
 	for resource, specs := range expsOf {
-		postID(t, a.key, resource, a.body(resource, 0)) // A's own objects point at A's secrets
-		q, object := "?"+expQuery(expNames(specs)...), resource+"/"+postID(t, b.key, resource, b.body(resource, 0))
+		create(t, a.key, resource, a.body(resource, 0)) // A's own objects point at A's secrets
+		q, object := "?"+expQuery(expNames(specs)...), createPath(t, b.key, resource, b.body(resource, 0))
 		reqs = append(reqs, request{"GET", resource + q + "&limit=100", ""}, request{"GET", object + q, ""},
 			request{"POST", resource + q, b.body(resource, 1)}, request{"PATCH", object + q, b.body(resource, 1)})
 	}

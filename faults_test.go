@@ -27,29 +27,67 @@ import (
 	"time"
 )
 
-func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
-	ctx := context.Background()
+// faultDB is a PostgreSQL of the test's own, with fsync on (a commit is a commit), behind a proxy
+// so that servers keep one DATABASE_URL while it stops and starts again; it is removed when the
+// test ends.
+type faultDB struct {
+	dir   string
+	pg    *localPG
+	proxy *dbProxy
+	url   string // through the proxy
+}
+
+func newFaultDB(t *testing.T) *faultDB {
 	dir, err := os.MkdirTemp("", "rolodex-faults-pg-") // reachable by the postgres user, unlike t.TempDir
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	pg, err := startLocalPG(ctx, dir, false) // fsync on: a commit is a commit
+	db := &faultDB{dir: dir}
+	t.Cleanup(func() { db.pg.Stop(); os.RemoveAll(dir) })
+	if db.pg, err = startLocalPG(context.Background(), dir, false); err != nil {
+		t.Fatal(err)
+	}
+	db.proxy, db.url = newDBProxy(t, db.pg.URL("postgres"))
+	return db
+}
+
+// company creates a company in the database.
+func (db *faultDB) company(t *testing.T, name string) newCompany {
+	st, err := openStore(dbConfig{url: db.url, maxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { pg.Stop() }()
-	proxy, dbURL := newDBProxy(t, pg.URL("postgres")) // the server keeps one DATABASE_URL throughout
+	defer st.Close()
+	nc, err := st.createCompany(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
+// restart stops PostgreSQL, waits down, runs whileDown (when not nil), and starts it again behind
+// the proxy.
+func (db *faultDB) restart(t *testing.T, down time.Duration, whileDown func()) {
+	if err := db.pg.Stop(); err != nil {
+		t.Fatalf("stop postgres: %v", err)
+	}
+	time.Sleep(down)
+	if whileDown != nil {
+		whileDown()
+	}
+	pg, err := startLocalPG(context.Background(), db.dir, false)
+	if err != nil {
+		t.Fatalf("restart postgres: %v", err)
+	}
+	db.pg = pg
+	db.proxy.point(fmt.Sprintf("127.0.0.1:%d", pg.port))
+}
+
+func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
+	db := newFaultDB(t)
 	serverLog := &syncBuffer{}
-	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_RATE_LIMIT": "0"}, serverLog)
-	st, err := openStore(dbConfig{url: dbURL, maxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := st.createCompany(ctx, "Faults")
-	if st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	base := startServer(t, map[string]string{"DATABASE_URL": db.url, "ROLODEX_RATE_LIMIT": "0"}, serverLog)
+	nc := db.company(t, "Faults")
 
 	lr := newLoadResult()
 	var seq atomic.Int64
@@ -119,20 +157,13 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 	beforeStop := created()
 
 	down := time.Now()
-	if err := pg.Stop(); err != nil {
-		t.Fatalf("stop postgres: %v", err)
-	}
-	time.Sleep(6 * time.Second) // past the key cache: authentication needs the database too
-	readyWhileDown := status("/readyz")
-	lr.mu.Lock()
-	during503 := lr.byStatus[http.StatusServiceUnavailable]
-	lr.mu.Unlock()
-
-	pg, err = startLocalPG(ctx, dir, false)
-	if err != nil {
-		t.Fatalf("restart postgres: %v", err)
-	}
-	proxy.point(fmt.Sprintf("127.0.0.1:%d", pg.port))
+	var readyWhileDown, during503 int
+	db.restart(t, 6*time.Second, func() { // past the key cache: authentication needs the database too
+		readyWhileDown = status("/readyz")
+		lr.mu.Lock()
+		during503 = lr.byStatus[http.StatusServiceUnavailable]
+		lr.mu.Unlock()
+	})
 	up := time.Now()
 	patchedAtRestart, createdAtRestart := patchAcked.Load(), created()
 	var recovered time.Duration
@@ -185,7 +216,7 @@ func TestFaultsDatabaseStopsAndReturnsNoAcknowledgedWriteLost(t *testing.T) {
 			t.Errorf("%d keyed POST answers with status %d; want only 201 and 503 (-1: no answer)", n, s)
 		}
 	}
-	stored := storedContacts(t, pg.URL("postgres"), nc.CompanyID)
+	stored := storedContacts(t, db.pg.URL("postgres"), nc.CompanyID)
 	perKey := map[string]int{}
 	for _, name := range stored {
 		perKey[name]++
@@ -409,34 +440,16 @@ func startProcess(t *testing.T, bin string, env ...string) *process {
 // killed (SIGKILL) while it sends deliveries, and PostgreSQL is stopped and started again; then
 // every event of every committed change reaches both endpoints, some more than once.
 func TestFaultsWebhooksAtLeastOnce(t *testing.T) {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "rolodex-faults-pg-") // reachable by the postgres user, unlike t.TempDir
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	pg, err := startLocalPG(ctx, dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { pg.Stop() }()
-	proxy, dbURL := newDBProxy(t, pg.URL("postgres"))
+	db := newFaultDB(t)
 	bin := filepath.Join(t.TempDir(), "rolodex")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	env := []string{"DATABASE_URL=" + dbURL, "ROLODEX_RATE_LIMIT=0", "ROLODEX_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32", "ROLODEX_WEBHOOK_BACKOFF=200ms"}
+	env := []string{"DATABASE_URL=" + db.url, "ROLODEX_RATE_LIMIT=0", "ROLODEX_WEBHOOK_ALLOW_CIDRS=127.0.0.1/32", "ROLODEX_WEBHOOK_BACKOFF=200ms"}
 	// api takes the writes and sends no webhooks; sender sends them all, until it is killed.
 	api := startProcess(t, bin, append(env, "ROLODEX_WEBHOOK_SLOTS=0")...)
 	sender := startProcess(t, bin, env...)
-	st, err := openStore(dbConfig{url: dbURL, maxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := st.createCompany(ctx, "Webhook faults")
-	if st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	nc := db.company(t, "Webhook faults")
 	receivers := []*hookReceiver{newHookReceiver(t, 20*time.Millisecond), newHookReceiver(t, 20*time.Millisecond)}
 	for _, rc := range receivers {
 		r, err := send(nil, api.base, "POST", "/v1/webhooks", nc.APIKey, `{"url": "`+rc.URL+`/hooks", "events": ["*"]}`)
@@ -454,21 +467,8 @@ func TestFaultsWebhooksAtLeastOnce(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for !stop.Load() {
-				name := "hooked " + strconv.FormatInt(seq.Add(1), 10)
-				r, err := send(nil, api.base, "POST", "/v1/contacts", nc.APIKey, `{"name":"`+name+`"}`)
-				lr.mu.Lock()
-				if err != nil {
-					lr.errs = append(lr.errs, err.Error())
-				} else {
-					lr.byStatus[r.status]++
-				}
-				var c struct{ ID string }
-				if err == nil && r.status == http.StatusCreated && json.Unmarshal(r.body, &c) == nil {
-					lr.acked[c.ID] = name
-				}
-				lr.mu.Unlock()
-				if c.ID != "" {
-					send(nil, api.base, "PATCH", "/v1/contacts/"+c.ID, nc.APIKey, `{"city":"Lisboa"}`)
+				if id := lr.createContact(http.DefaultClient, api.base, nc.APIKey, "hooked "+strconv.FormatInt(seq.Add(1), 10)); id != "" {
+					send(nil, api.base, "PATCH", "/v1/contacts/"+id, nc.APIKey, `{"city":"Lisboa"}`)
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
@@ -487,21 +487,14 @@ func TestFaultsWebhooksAtLeastOnce(t *testing.T) {
 	senders := []*process{startProcess(t, bin, env...), startProcess(t, bin, env...)} // two share the work from now on
 	time.Sleep(2 * time.Second)
 
-	if err := pg.Stop(); err != nil {
-		t.Fatalf("stop postgres: %v", err)
-	}
-	time.Sleep(4 * time.Second)
-	if pg, err = startLocalPG(ctx, dir, false); err != nil {
-		t.Fatalf("restart postgres: %v", err)
-	}
-	proxy.point(fmt.Sprintf("127.0.0.1:%d", pg.port))
+	db.restart(t, 4*time.Second, nil)
 	time.Sleep(4 * time.Second)
 	stop.Store(true)
 	wg.Wait()
 	loadEnded := time.Now()
 
 	// Every committed change has its event (in its transaction): each must reach both endpoints.
-	st, err = openStore(dbConfig{url: pg.URL("postgres"), maxConns: 1})
+	st, err := openStore(dbConfig{url: db.pg.URL("postgres"), maxConns: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

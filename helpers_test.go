@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -302,9 +303,10 @@ func newTestCompany(t *testing.T) testCompany {
 
 // response is a finished HTTP exchange.
 type response struct {
-	status int
-	header http.Header
-	body   []byte
+	method, path string // of the request
+	status       int
+	header       http.Header
+	body         []byte
 }
 
 // call sends a request to the test server. key "" sends no x-api-key; body "" sends no body; a
@@ -318,6 +320,16 @@ func call(t *testing.T, method, path, key, body string, hdr ...string) response 
 func callAt(t *testing.T, client *http.Client, base, method, path, key, body string, hdr ...string) response {
 	t.Helper()
 	r, err := send(client, base, method, path, key, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// doRequest sends req, built by the test, and reads the answer, failing the test on a transport error.
+func doRequest(t *testing.T, req *http.Request) response {
+	t.Helper()
+	r, err := exchange(nil, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,19 +360,25 @@ func send(client *http.Client, base, method, path, key, body string, hdr ...stri
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
 	}
+	return exchange(client, req)
+}
+
+// exchange sends req through client (nil: http.DefaultClient) and reads the whole answer.
+func exchange(client *http.Client, req *http.Request) (response, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
+	r := response{method: req.Method, path: req.URL.RequestURI()}
 	resp, err := client.Do(req)
 	if err != nil {
-		return response{}, fmt.Errorf("%s %s: %w", method, path, err)
+		return r, fmt.Errorf("%s %s: %w", r.method, r.path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return response{}, fmt.Errorf("%s %s: read body: %w", method, path, err)
+	r.status, r.header = resp.StatusCode, resp.Header
+	if r.body, err = io.ReadAll(resp.Body); err != nil {
+		return r, fmt.Errorf("%s %s: read body: %w", r.method, r.path, err)
 	}
-	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return r, nil
 }
 
 // rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
@@ -380,12 +398,13 @@ func gunzip(t *testing.T, b []byte) []byte {
 	return out
 }
 
-// wantStatus stops the test unless r has the status want.
-func wantStatus(t *testing.T, r response, want int) {
+// wantStatus stops the test unless r has the status want, and returns r.
+func wantStatus(t *testing.T, r response, want int) response {
 	t.Helper()
 	if r.status != want {
-		t.Fatalf("status %d; want %d (body %s)", r.status, want, r.body)
+		t.Fatalf("%s %s = %d; want %d (body %.500s)", r.method, r.path, r.status, want, r.body)
 	}
+	return r
 }
 
 // decode decodes body strictly as one T: no unknown members (for a struct T), nothing after the
@@ -428,21 +447,21 @@ func itemPath(path string, id int64) string { return path + "/" + strconv.Format
 // object and the answer.
 func create(t *testing.T, key, path, body string) (obj, response) {
 	t.Helper()
-	r := call(t, "POST", path, key, body)
-	if r.status != http.StatusCreated {
-		t.Fatalf("POST %s %s = %d; want 201 (body %s)", path, body, r.status, r.body)
-	}
+	r := wantStatus(t, call(t, "POST", path, key, body), http.StatusCreated)
 	return decode[obj](t, r.body), r
+}
+
+// createPath creates an object with POST collection as key, failing unless 201, and returns its path.
+func createPath(t *testing.T, key, collection, body string) string {
+	t.Helper()
+	o, _ := create(t, key, collection, body)
+	return itemPath(collection, o.id())
 }
 
 // mustGet GETs path as key and stops the test unless the answer is 200.
 func mustGet(t *testing.T, key, path string) response {
 	t.Helper()
-	r := call(t, "GET", path, key, "")
-	if r.status != http.StatusOK {
-		t.Fatalf("GET %s = %d; want 200 (body %s)", path, r.status, r.body)
-	}
-	return r
+	return wantStatus(t, call(t, "GET", path, key, ""), http.StatusOK)
 }
 
 // wantUnchanged fails the test unless GET path answers before's body and ETag again.
@@ -539,49 +558,6 @@ func sqlIDs(t *testing.T, q string, args ...any) []int64 {
 	return ids
 }
 
-// ptrTo returns a pointer to a copy of v: ptrTo("x") for a *string field.
-func ptrTo[T any](v T) *T { return &v }
-
-// objectKeys returns the member names of the JSON object b, in order.
-func objectKeys(t *testing.T, b []byte) []string {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		t.Fatalf("%s: not a JSON object (%v)", b, err)
-	}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		var skip json.RawMessage
-		if err != nil || dec.Decode(&skip) != nil {
-			t.Fatalf("%s: not a JSON object", b)
-		}
-		keys = append(keys, tok.(string))
-	}
-	return keys
-}
-
-// Helpers for reading raw JSON answers, and a proxy in front of PostgreSQL.
-
-// wantBody fails the test now unless r has this status, and returns r's body.
-func wantBody(t *testing.T, what string, r response, status int) []byte {
-	t.Helper()
-	if r.status != status {
-		t.Fatalf("%s = %d; want %d (body %.500s)", what, r.status, status, r.body)
-	}
-	return r.body
-}
-
-// jsonObject decodes the JSON object b, keeping its members raw.
-func jsonObject(t *testing.T, b []byte) map[string]json.RawMessage {
-	t.Helper()
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("decode object %.300s: %v", b, err)
-	}
-	return m
-}
-
 // jsonKeys returns the member names of the JSON object b in order, repeats included.
 func jsonKeys(t *testing.T, b []byte) []string {
 	t.Helper()
@@ -604,27 +580,9 @@ func jsonKeys(t *testing.T, b []byte) []string {
 	return keys
 }
 
-// objectID returns the id of a JSON object as it goes in a path: contact ids are strings, others numbers.
-func objectID(t *testing.T, obj []byte) string {
-	t.Helper()
-	raw := jsonObject(t, obj)["id"]
-	id := strings.Trim(string(raw), `"`)
-	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
-		t.Fatalf("id %s of %.200s is not an id", raw, obj)
-	}
-	return id
-}
-
-// postID creates an object with POST path as key, failing unless 201, and returns its id.
-func postID(t *testing.T, key, path, body string) string {
-	t.Helper()
-	o, _ := create(t, key, path, body)
-	return strconv.FormatInt(o.id(), 10)
-}
-
-// pageBody is a list answer with its objects raw.
-type pageBody struct {
-	Data       []json.RawMessage `json:"data"`
+// listAnswer is one page of a list; T is obj, or json.RawMessage to keep each object's bytes.
+type listAnswer[T any] struct {
+	Data       []T `json:"data"`
 	Pagination struct {
 		Limit      int     `json:"limit"`
 		HasMore    bool    `json:"hasMore"`
@@ -632,25 +590,56 @@ type pageBody struct {
 	} `json:"pagination"`
 }
 
-// getPage GETs a list from the test server as key, failing unless it is a 200 list answer.
-func getPage(t *testing.T, path, key string) pageBody {
+// readPage decodes r strictly as a 200 list answer, failing unless it holds data (an array) then
+// pagination, with a cursor exactly when hasMore, and a full page when there are more.
+func readPage[T any](t *testing.T, r response) listAnswer[T] {
 	t.Helper()
-	return decodePage(t, "GET "+path, call(t, "GET", path, key, ""))
-}
-
-// decodePage decodes r strictly as a 200 list answer.
-func decodePage(t *testing.T, what string, r response) pageBody {
-	t.Helper()
-	var p pageBody
-	dec := json.NewDecoder(bytes.NewReader(wantBody(t, what, r, http.StatusOK)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		t.Fatalf("%s: body %.300s: %v", what, r.body, err)
-	}
-	if diff := cmp.Diff([]string{"data", "pagination"}, jsonKeys(t, r.body)); diff != "" {
-		t.Errorf("%s: top-level keys (-want +got):\n%s", what, diff)
+	p := decode[listAnswer[T]](t, wantStatus(t, r, http.StatusOK).body)
+	pg := p.Pagination
+	switch {
+	case !slices.Equal(jsonKeys(t, r.body), []string{"data", "pagination"}) || p.Data == nil:
+		t.Fatalf("%s %s = %.300s; want data, an array, then pagination", r.method, r.path, r.body)
+	case pg.HasMore != (pg.NextCursor != nil):
+		t.Fatalf("%s %s: pagination %+v; want a cursor exactly when hasMore", r.method, r.path, pg)
+	case len(p.Data) > pg.Limit || pg.HasMore && len(p.Data) != pg.Limit:
+		t.Fatalf("%s %s: %d objects for %+v", r.method, r.path, len(p.Data), pg)
 	}
 	return p
+}
+
+// listPage GETs one page of a list as key (see readPage).
+func listPage[T any](t *testing.T, key, path string) listAnswer[T] {
+	t.Helper()
+	return readPage[T](t, call(t, "GET", path, key, ""))
+}
+
+// walkList follows nextCursor from the first page of path?limit=limit&query to the last, and
+// returns every object. between, when given, runs after each page but the last.
+func walkList[T any](t *testing.T, key, path, query string, limit int, between ...func(page int, got []T)) []T {
+	t.Helper()
+	base := path + "?limit=" + strconv.Itoa(limit)
+	if query != "" {
+		base += "&" + query
+	}
+	var all []T
+	next := base
+	for page := 1; ; page++ {
+		p := listPage[T](t, key, next)
+		all = append(all, p.Data...)
+		if p.Pagination.Limit != limit {
+			t.Fatalf("GET %s: limit %d; want %d", next, p.Pagination.Limit, limit)
+		}
+		if !p.Pagination.HasMore {
+			return all
+		}
+		if page > 2000 {
+			t.Fatalf("walking %s does not end", base)
+		}
+		for _, f := range between {
+			f(page, all)
+		}
+		next = base + "&cursor=" + url.QueryEscape(*p.Pagination.NextCursor)
+	}
 }
 
 // waitLogLine returns the first line of log that contains s, waiting up to 10 seconds for it.

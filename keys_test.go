@@ -30,7 +30,7 @@ type newKey struct {
 func makeKey(t *testing.T, creator string, scopes ...string) newKey {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"name": "test key", "scopes": scopes})
-	k := decode[newKey](t, wantBody(t, "POST /v1/apiKeys", call(t, "POST", "/v1/apiKeys", creator, string(b)), http.StatusCreated))
+	k := decode[newKey](t, wantStatus(t, call(t, "POST", "/v1/apiKeys", creator, string(b)), http.StatusCreated).body)
 	if k.Key == nil || !strings.HasPrefix(*k.Key, k.Prefix) {
 		t.Fatalf("new key %+v: want the key, starting with its prefix", k)
 	}
@@ -123,7 +123,7 @@ func TestKeysExpireAndRoll(t *testing.T) {
 	c := newTestCompany(t)
 	soon := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	r := call(t, "POST", "/v1/apiKeys", c.key, `{"scopes": ["*"], "expiresAt": "`+soon+`"}`)
-	expiring := decode[newKey](t, wantBody(t, "POST", r, http.StatusCreated))
+	expiring := decode[newKey](t, wantStatus(t, r, http.StatusCreated).body)
 	wantStatus(t, call(t, "GET", "/v1/contacts", *expiring.Key, ""), http.StatusOK)
 	time.Sleep(time.Until(time.Now().Add(1600 * time.Millisecond)))
 	wantProblem(t, call(t, "GET", "/v1/contacts", *expiring.Key, ""), http.StatusUnauthorized, "unauthorized")
@@ -132,7 +132,7 @@ func TestKeysExpireAndRoll(t *testing.T) {
 	old := makeKey(t, c.key, "contacts:read")
 	wantStatus(t, call(t, "GET", "/v1/contacts", *old.Key, ""), http.StatusOK)
 	r = call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", old.ID), c.key, `{}`)
-	rolled := decode[newKey](t, wantBody(t, "roll", r, http.StatusCreated))
+	rolled := decode[newKey](t, wantStatus(t, r, http.StatusCreated).body)
 	if rolled.ID == old.ID || rolled.Name != old.Name || !slices.Equal(rolled.Scopes, old.Scopes) || rolled.Key == nil {
 		t.Errorf("rolled %+v from %+v; want a new key with the same name and scopes", rolled, old)
 	}
@@ -140,7 +140,7 @@ func TestKeysExpireAndRoll(t *testing.T) {
 	wantStatus(t, call(t, "GET", "/v1/contacts", *rolled.Key, ""), http.StatusOK)
 	// With expiresIn, both work meanwhile.
 	wantProblem(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), *rolled.Key, `{"expiresIn": 3600}`), http.StatusForbidden, "insufficient_scope")
-	again := decode[newKey](t, wantBody(t, "roll", call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), c.key, `{"expiresIn": 3600}`), http.StatusCreated))
+	again := decode[newKey](t, wantStatus(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), c.key, `{"expiresIn": 3600}`), http.StatusCreated).body)
 	wantStatus(t, call(t, "GET", "/v1/contacts", *rolled.Key, ""), http.StatusOK)
 	wantStatus(t, call(t, "GET", "/v1/contacts", *again.Key, ""), http.StatusOK)
 	got := decode[newKey](t, mustGet(t, c.key, fmt.Sprintf("/v1/apiKeys/%d", rolled.ID)).body)

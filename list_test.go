@@ -120,67 +120,12 @@ func makeListFixture(t *testing.T) *listFixture {
 	if _, err := db.ExecContext(ctx, `ANALYZE contacts; ANALYZE business`); err != nil {
 		t.Fatal(err)
 	}
-	f.contacts = walkList(t, f.c.key, "/v1/contacts", "", 100)
-	f.business = walkList(t, f.c.key, "/v1/business", "", 100)
+	f.contacts = walkList[obj](t, f.c.key, "/v1/contacts", "", 100)
+	f.business = walkList[obj](t, f.c.key, "/v1/business", "", 100)
 	if len(f.contacts) != 1000 || len(f.business) != 1000 {
 		t.Fatalf("fixture has %d contacts and %d business records; want 1000 each", len(f.contacts), len(f.business))
 	}
 	return f
-}
-
-// wirePagination is the pagination member of a list answer.
-type wirePagination struct {
-	Limit      int     `json:"limit"`
-	HasMore    bool    `json:"hasMore"`
-	NextCursor *string `json:"nextCursor"`
-}
-
-// listPage GETs one page and decodes it, failing unless it is a 200 page with consistent pagination.
-func listPage(t *testing.T, key, path string) ([]obj, wirePagination) {
-	t.Helper()
-	p := decode[struct {
-		Data       []obj          `json:"data"`
-		Pagination wirePagination `json:"pagination"`
-	}](t, mustGet(t, key, path).body)
-	if p.Data == nil {
-		t.Fatalf("GET %s: data is null; want an array", path)
-	}
-	if p.Pagination.HasMore != (p.Pagination.NextCursor != nil) {
-		t.Fatalf("GET %s: pagination %+v; want a cursor exactly when hasMore", path, p.Pagination)
-	}
-	if len(p.Data) > p.Pagination.Limit || (p.Pagination.HasMore && len(p.Data) != p.Pagination.Limit) {
-		t.Fatalf("GET %s: %d objects for %+v", path, len(p.Data), p.Pagination)
-	}
-	return p.Data, p.Pagination
-}
-
-// walkList follows nextCursor from the first page of path?query to the last, and returns every object.
-// between, when not nil, runs after each page.
-func walkList(t *testing.T, key, path, query string, limit int, between ...func(page int, got []obj)) []obj {
-	t.Helper()
-	base := path + "?limit=" + strconv.Itoa(limit)
-	if query != "" {
-		base += "&" + query
-	}
-	var all []obj
-	next := base
-	for page := 1; ; page++ {
-		objs, p := listPage(t, key, next)
-		all = append(all, objs...)
-		if p.Limit != limit {
-			t.Fatalf("GET %s: limit %d; want %d", next, p.Limit, limit)
-		}
-		if !p.HasMore {
-			return all
-		}
-		if page > 2000 {
-			t.Fatalf("walking %s does not end", base)
-		}
-		for _, f := range between {
-			f(page, all)
-		}
-		next = base + "&cursor=" + url.QueryEscape(*p.NextCursor)
-	}
 }
 
 // expectOrder sorts objs as API.md section 6 says: by the field, NULLs last both ways, ties by id in
@@ -253,7 +198,7 @@ func TestListWalksEverySortInOrder(t *testing.T) {
 				for _, limit := range []int{1, 7, 100} {
 					t.Run(fmt.Sprintf("%s?sort=%s&limit=%d", tc.res.path, sort, limit), func(t *testing.T) {
 						t.Parallel()
-						got := idsOf(walkList(t, f.c.key, tc.res.path, "sort="+url.QueryEscape(sort), limit))
+						got := idsOf(walkList[obj](t, f.c.key, tc.res.path, "sort="+url.QueryEscape(sort), limit))
 						if diff := cmp.Diff(want, got); diff != "" {
 							t.Errorf("order (-want +got):\n%s", diff)
 						}
@@ -396,7 +341,7 @@ func TestListFiltersMatchGoAndCount(t *testing.T) {
 			t.Run(tc.res.path+"?"+fc.query, func(t *testing.T) {
 				t.Parallel()
 				want := idsOf(slices.DeleteFunc(slices.Clone(tc.objs), func(o obj) bool { return !fc.keep(o) }))
-				got := idsOf(walkList(t, f.c.key, tc.res.path, fc.query, 100))
+				got := idsOf(walkList[obj](t, f.c.key, tc.res.path, fc.query, 100))
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("filtered list (-want +got):\n%s", diff)
 				}
@@ -404,7 +349,7 @@ func TestListFiltersMatchGoAndCount(t *testing.T) {
 					t.Errorf("count = %d; want %d", n, len(want))
 				}
 				// The same filter walked in another order and page size selects the same objects.
-				other := idsOf(walkList(t, f.c.key, tc.res.path, fc.query+"&sort=-createdAt", 7))
+				other := idsOf(walkList[obj](t, f.c.key, tc.res.path, fc.query+"&sort=-createdAt", 7))
 				slices.Sort(other)
 				if !slices.Equal(want, other) {
 					t.Errorf("with sort=-createdAt&limit=7 the filter selects %d objects; want %d", len(other), len(want))
@@ -438,9 +383,9 @@ func TestListWalkWithChangesMeanwhile(t *testing.T) {
 				for i := range 60 {
 					create(t, c.key, tc.res.path, body(i))
 				}
-				before := walkList(t, c.key, tc.res.path, "", 100)
+				before := walkList[obj](t, c.key, tc.res.path, "", 100)
 				deleted, created := map[int64]bool{}, map[int64]bool{}
-				got := walkList(t, c.key, tc.res.path, "sort="+url.QueryEscape(sort), 7, func(page int, seen []obj) {
+				got := walkList[obj](t, c.key, tc.res.path, "sort="+url.QueryEscape(sort), 7, func(page int, seen []obj) {
 					// Delete one seen and one unseen object, create two more (one sorts first, one last).
 					seenIDs := map[int64]bool{}
 					for _, o := range seen {
@@ -496,7 +441,7 @@ func TestListWalkWithChangesMeanwhile(t *testing.T) {
 // cursorOf returns the nextCursor of the first page of path.
 func cursorOf(t *testing.T, key, path string) string {
 	t.Helper()
-	_, p := listPage(t, key, path)
+	p := listPage[obj](t, key, path).Pagination
 	if p.NextCursor == nil {
 		t.Fatalf("GET %s: no next page", path)
 	}
@@ -567,7 +512,7 @@ func TestListRejectsCursorsOfOtherListsAndTampered(t *testing.T) {
 		"/v1/contacts?withSales=true&expand[]=stage&cursor=" + filtered,
 		"/v1/business?sort=value&cursor=" + biz,
 	} {
-		listPage(t, f.c.key, path)
+		listPage[obj](t, f.c.key, path)
 	}
 }
 

@@ -204,24 +204,26 @@ func newLoadResult() *loadResult {
 	return &loadResult{byStatus: map[int]int{}, acked: map[string]string{}}
 }
 
-// createContact posts one contact named name and records the answer.
-func (lr *loadResult) createContact(client *http.Client, base, key, name string) {
+// createContact posts one contact named name, records the answer, and returns the contact's id ("":
+// not created).
+func (lr *loadResult) createContact(client *http.Client, base, key, name string) string {
 	r, err := send(client, base, "POST", "/v1/contacts", key, `{"name":"`+name+`"}`)
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	if err != nil {
 		lr.errs = append(lr.errs, err.Error())
-		return
+		return ""
 	}
 	lr.byStatus[r.status]++
 	var c struct{ ID, Name string }
 	if r.status == http.StatusCreated {
 		if json.Unmarshal(r.body, &c) != nil || c.Name != name {
 			lr.errs = append(lr.errs, fmt.Sprintf("201 with a cut or wrong body %q", r.body))
-			return
+			return ""
 		}
 		lr.acked[c.ID] = name
 	}
+	return c.ID
 }
 
 // storedContacts is the company's contacts by id, read with SQL.
@@ -283,11 +285,9 @@ func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequest("POST", base+"/v1/contacts", pr)
 		req.Header = http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {c.key}, "X-Request-Id": {"slow-one"}}
-		r := response{status: -1}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			r.status = resp.StatusCode
-			r.body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
+		r, err := exchange(nil, req)
+		if err != nil {
+			r.status = -1
 		}
 		slow <- r
 	}()
@@ -342,13 +342,13 @@ func TestTwoServersOnOneDatabaseAnswerAsOne(t *testing.T) {
 		create(t, c.key, "/v1/contacts", fmt.Sprintf(`{"name": "Two %d"}`, i))
 	}
 	// A cursor of one server walks on at the other.
-	first := decodePage(t, "page 1 on A", callAt(t, nil, a, "GET", "/v1/contacts?limit=2&sort=name", c.key, ""))
-	next := decodePage(t, "page 2 on B", callAt(t, nil, b, "GET", "/v1/contacts?limit=2&sort=name&cursor="+url.QueryEscape(*first.Pagination.NextCursor), c.key, ""))
+	first := readPage[json.RawMessage](t, callAt(t, nil, a, "GET", "/v1/contacts?limit=2&sort=name", c.key, ""))
+	next := readPage[json.RawMessage](t, callAt(t, nil, b, "GET", "/v1/contacts?limit=2&sort=name&cursor="+url.QueryEscape(*first.Pagination.NextCursor), c.key, ""))
 	if len(first.Data) != 2 || len(next.Data) != 1 || next.Pagination.NextCursor != nil {
 		t.Errorf("pages of 2 across servers: %d then %d items; want 2 then the last 1", len(first.Data), len(next.Data))
 	}
 	// An ETag of one is an If-Match at the other.
-	path := "/v1/contacts/" + objectID(t, first.Data[0])
+	path := itemPath("/v1/contacts", decode[obj](t, first.Data[0]).id())
 	tag := callAt(t, nil, a, "GET", path, c.key, "").header.Get("ETag")
 	wantStatus(t, callAt(t, nil, b, "PATCH", path, c.key, `{"city": "Oslo"}`, "If-Match", tag), http.StatusOK)
 	wantProblem(t, callAt(t, nil, a, "PATCH", path, c.key, `{"city": "Rome"}`, "If-Match", tag), http.StatusPreconditionFailed, "precondition_failed")

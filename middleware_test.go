@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -88,8 +87,8 @@ func TestDatabaseRefusalIs422AndInternalErrorIsLogged500(t *testing.T) {
 			t.Fatal(err, err2)
 		}
 	}
-	ana := objectID(t, callAt(t, nil, base, "POST", "/v1/contacts", nc.APIKey, `{"name":"Ana"}`).body)
-	for method, path := range map[string]string{"POST": "/v1/contacts", "PATCH": "/v1/contacts/" + ana} {
+	ana := decode[obj](t, callAt(t, nil, base, "POST", "/v1/contacts", nc.APIKey, `{"name":"Ana"}`).body).id()
+	for method, path := range map[string]string{"POST": "/v1/contacts", "PATCH": itemPath("/v1/contacts", ana)} {
 		wantProblem(t, callAt(t, nil, base, method, path, nc.APIKey, `{"city":"Nowhere","name":"Ana"}`), 422, "validation_failed")
 	}
 	id := "boom-" + randomHex(4)
@@ -111,7 +110,7 @@ func TestGzipCompressesLargeAnswersOnly(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	for i := range 10 {
-		postID(t, c.key, "/v1/contacts", `{"name":"Gzip `+strconv.Itoa(i)+`","address":"`+strings.Repeat("street ", 60)+`"}`)
+		create(t, c.key, "/v1/contacts", `{"name":"Gzip `+strconv.Itoa(i)+`","address":"`+strings.Repeat("street ", 60)+`"}`)
 	}
 	plain := callAt(t, rawClient, testEnv.baseURL, "GET", "/v1/contacts", c.key, "")
 	if len(plain.body) < 4<<10 {
@@ -128,12 +127,12 @@ func TestGzipCompressesLargeAnswersOnly(t *testing.T) {
 		t.Errorf("gzip body of %d bytes unzips to\n%s\nwant fewer than %d, unzipping to the plain body\n%s", len(zipped.body), got, len(plain.body), plain.body)
 	}
 
-	id := postID(t, c.key, "/v1/contacts", `{"name":"Doomed"}`)
+	doomed := createPath(t, c.key, "/v1/contacts", `{"name":"Doomed"}`)
 	for _, tt := range []struct{ name, method, path, accept string }{
 		{"a small body", "GET", "/v1/contacts/count", "gzip"},
 		{"a small problem", "GET", "/v1/contacts/0", "gzip"},
 		{"HEAD", "HEAD", "/v1/contacts", "gzip"},
-		{"204", "DELETE", "/v1/contacts/" + id, "gzip"},
+		{"204", "DELETE", doomed, "gzip"},
 		{"gzip refused with q=0", "GET", "/v1/contacts", "gzip;q=0, identity"},
 		{"no Accept-Encoding", "GET", "/v1/contacts", ""},
 	} {
@@ -207,23 +206,16 @@ func TestPanicBecomesLogged500AndServerKeepsServing(t *testing.T) {
 	srv := httptest.NewServer(withRequestLog(log, newRequestIDs(), 0, withPattern(mux)))
 	defer srv.Close()
 
-	resp, err := http.Get(srv.URL + "/boom")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	r := response{status: resp.StatusCode, header: resp.Header, body: body}
+	r := callAt(t, nil, srv.URL, "GET", "/boom", "", "")
 	p := wantProblem(t, r, http.StatusInternalServerError, "internal_error")
-	if strings.Contains(string(body), "kaboom") {
+	if strings.Contains(string(r.body), "kaboom") {
 		t.Error("the panic value reached the client")
 	}
 	logged := logBuf.String()
 	if !strings.Contains(logged, "kaboom") || !strings.Contains(logged, p.RequestID) || !strings.Contains(logged, "GET /boom") {
 		t.Errorf("log %q; want the panic, the request id %s and the route", logged, p.RequestID)
 	}
-	resp, err = http.Get(srv.URL + "/fine")
-	if err != nil || resp.StatusCode != 200 {
-		t.Errorf("after the panic: %v %v; want the server to keep serving", resp, err)
+	if r := callAt(t, nil, srv.URL, "GET", "/fine", "", ""); r.status != http.StatusOK {
+		t.Errorf("after the panic: GET /fine = %d; want the server to keep serving", r.status)
 	}
 }

@@ -82,27 +82,8 @@ func TestRateLimiterBucket(t *testing.T) {
 	}
 }
 
-func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
-	t.Parallel()
-	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
-	for i := range 3 {
-		r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
-		if r.status != http.StatusUnauthorized {
-			t.Fatalf("failure %d: %d; want 401", i+1, r.status)
-		}
-	}
-	for _, key := range []string{"rdx_one_more_guess", ""} {
-		r := callAt(t, nil, base, "GET", "/v1/contacts", key, "")
-		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
-		if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
-			t.Errorf("Retry-After %q; want 1 to 60 seconds", r.header.Get("Retry-After"))
-		}
-	}
-	if r := callAt(t, nil, base, "GET", "/healthz", "", ""); r.status != http.StatusOK {
-		t.Errorf("GET /healthz from the limited address = %d; want 200 (needs no key)", r.status)
-	}
-}
-
+// Failed authentication is limited per address: after 3 failures a bad key, or none, is a 429; a
+// valid key is still served, and /healthz needs no key.
 func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
@@ -127,7 +108,7 @@ func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
 		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
 		if key == c.key {
-			wantBody(t, "GET /v1/contacts/count with a valid key from the limited address", r, http.StatusOK)
+			wantStatus(t, r, http.StatusOK)
 			continue
 		}
 		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
@@ -135,6 +116,7 @@ func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 			t.Errorf("Retry-After %q; want 1 to 60 seconds", r.header.Get("Retry-After"))
 		}
 	}
+	wantStatus(t, callAt(t, nil, base, "GET", "/healthz", "", ""), http.StatusOK)
 }
 
 func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
@@ -145,7 +127,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	// no webhook worker asking for deliveries.
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3",
 		"ROLODEX_WEBHOOK_SLOTS": "0"}, &syncBuffer{})
-	wantBody(t, "GET /v1/contacts/count", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 	for i := range 3 {
 		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
 	}
@@ -179,7 +161,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	if bound := 2 + 2*secs/keyCacheTTL.Seconds() + secs; float64(lookups) > bound {
 		t.Errorf("%d random keys in %.1fs: %d statements reached the database; want at most %.0f", n, secs, lookups, bound)
 	}
-	wantBody(t, "GET /v1/contacts/count with a key seen valid", callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
+	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
 }
 
 func TestFailureLimiterWindow(t *testing.T) {

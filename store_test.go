@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -139,7 +140,7 @@ func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
 	} {
 		t.Run(rec.path, func(t *testing.T) {
 			created := call(t, "POST", rec.path, c.key, rec.create)
-			path := rec.path + "/" + objectID(t, wantBody(t, "POST "+rec.path, created, http.StatusCreated))
+			path := itemPath(rec.path, decode[obj](t, wantStatus(t, created, http.StatusCreated).body).id())
 			v0, err := strconv.Atoi(strings.Trim(created.header.Get("ETag"), `"`))
 			if err != nil {
 				t.Fatalf("ETag %q: %v", created.header.Get("ETag"), err)
@@ -166,9 +167,9 @@ func TestConcurrentPatchesOfOneRecordAllApply(t *testing.T) {
 				t.Errorf("ETags of %d concurrent PATCHes (-want +got):\n%s\nthen GET: %s; want %s", n, diff, r.header.Get("ETag"), want[n-1])
 			}
 			// Every field patched has its value: no PATCH was lost.
-			got := jsonObject(t, r.body)
+			got := decode[map[string]json.RawMessage](t, r.body)
 			for _, body := range rec.bodies {
-				for k, v := range jsonObject(t, []byte(body)) {
+				for k, v := range decode[map[string]json.RawMessage](t, []byte(body)) {
 					if string(got[k]) != string(v) {
 						t.Errorf("after the PATCHes %s = %s; want %s (from %s): a PATCH was lost", k, got[k], v, body)
 					}
@@ -184,8 +185,8 @@ func TestFailedPatchLeavesNoLock(t *testing.T) {
 	t.Parallel()
 	base := startServer(t, map[string]string{"ROLODEX_DB_MAX_CONNS": "1"}, &syncBuffer{})
 	c := newTestCompany(t)
-	contact := "/v1/contacts/" + postID(t, c.key, "/v1/contacts", `{"name":"Ana"}`)
-	deal := "/v1/business/" + postID(t, c.key, "/v1/business", `{"title":"Deal"}`)
+	contact := createPath(t, c.key, "/v1/contacts", `{"name":"Ana"}`)
+	deal := createPath(t, c.key, "/v1/business", `{"title":"Deal"}`)
 	for _, tt := range []struct {
 		name, path, body, ifMatch string
 		status                    int

@@ -85,14 +85,14 @@ func (w *hookWorld) endpoint(t *testing.T, url string, events ...string) endpoin
 	t.Helper()
 	list, _ := json.Marshal(events)
 	body := fmt.Sprintf(`{"url": %q, "events": %s}`, url, list)
-	return decode[endpointBody](t, wantBody(t, "POST /v1/webhooks "+body, w.call(t, "POST", "/v1/webhooks", body), http.StatusCreated))
+	return decode[endpointBody](t, wantStatus(t, w.call(t, "POST", "/v1/webhooks", body), http.StatusCreated).body)
 }
 
 // get GETs path as the world's company, failing unless 200.
 func (w *hookWorld) get(t *testing.T, path string) response {
 	t.Helper()
 	r := w.call(t, "GET", path, "")
-	wantBody(t, "GET "+path, r, http.StatusOK)
+	wantStatus(t, r, http.StatusOK)
 	return r
 }
 
@@ -105,7 +105,7 @@ func (w *hookWorld) deliveries(t *testing.T, endpoint int64) []deliveryBody {
 		if cursor == "" {
 			path = fmt.Sprintf("/v1/webhooks/%d/deliveries?limit=100", endpoint)
 		}
-		p := decode[deliveryPage](t, wantBody(t, "GET "+path, w.call(t, "GET", path, ""), http.StatusOK))
+		p := decode[deliveryPage](t, wantStatus(t, w.call(t, "GET", path, ""), http.StatusOK).body)
 		all = append(all, p.Data...)
 		if p.Pagination.NextCursor == nil {
 			return all
@@ -234,7 +234,7 @@ func TestWebhookEndpointsCreateReadUpdateDelete(t *testing.T) {
 	t.Parallel()
 	w := newHookWorld(t, nil)
 	r := w.call(t, "POST", "/v1/webhooks", `{"url": "http://127.0.0.1:9/hooks", "events": ["contact.created", "business.*"], "description": "CRM sync"}`)
-	created := decode[endpointBody](t, wantBody(t, "POST /v1/webhooks", r, http.StatusCreated))
+	created := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body)
 	path := itemPath("/v1/webhooks", created.ID)
 	if r.header.Get("Location") != path || !strings.HasPrefix(created.Secret, "whsec_") || len(created.Secret) < 32 {
 		t.Errorf("POST /v1/webhooks: Location %q, secret %q; want %s and whsec_ with 192 random bits", r.header.Get("Location"), created.Secret, path)
@@ -250,25 +250,25 @@ func TestWebhookEndpointsCreateReadUpdateDelete(t *testing.T) {
 	if diff := cmp.Diff(wantGot, got); diff != "" || !wantGot.Enabled || wantGot.DisabledReason != nil {
 		t.Errorf("GET %s (-created +got):\n%s", path, diff)
 	}
-	list := decodePage(t, "GET /v1/webhooks", w.call(t, "GET", "/v1/webhooks", ""))
+	list := readPage[json.RawMessage](t, w.call(t, "GET", "/v1/webhooks", ""))
 	if len(list.Data) != 1 || strings.Contains(string(list.Data[0]), "secret") {
 		t.Errorf("GET /v1/webhooks = %s; want the one endpoint, without its secret", list.Data)
 	}
 
-	patched := decode[endpointBody](t, wantBody(t, "PATCH", w.call(t, "PATCH", path, `{"events": ["*"], "description": null, "enabled": false}`), http.StatusOK))
+	patched := decode[endpointBody](t, wantStatus(t, w.call(t, "PATCH", path, `{"events": ["*"], "description": null, "enabled": false}`), http.StatusOK).body)
 	if !slices.Equal(patched.Events, []string{"*"}) || patched.Description != nil || patched.Enabled || patched.Secret != "" || patched.UpdatedAt == created.UpdatedAt {
 		t.Errorf("PATCH = %+v; want events [*], no description, disabled, no secret, a new updatedAt", patched)
 	}
 	before := w.get(t, path)
-	wantBody(t, "PATCH {}", w.call(t, "PATCH", path, `{}`), http.StatusOK)
-	wantBody(t, "PATCH the same", w.call(t, "PATCH", path, `{"enabled": false}`), http.StatusOK)
+	wantStatus(t, w.call(t, "PATCH", path, `{}`), http.StatusOK)
+	wantStatus(t, w.call(t, "PATCH", path, `{"enabled": false}`), http.StatusOK)
 	wantFields(t, w.call(t, "PATCH", path, `{"url": "http://10.1.2.3/hooks", "secret": "mine"}`), "secret")
 	wantFields(t, w.call(t, "PATCH", path, `{"url": "http://10.1.2.3/hooks"}`), "url")
 	wantFields(t, w.call(t, "PATCH", path, `{"url": null, "events": []}`), "url", "events")
 	if after := w.get(t, path); string(after.body) != string(before.body) {
 		t.Errorf("%s changed by PATCHes that change nothing or fail:\nnow %s\nwas %s", path, after.body, before.body)
 	}
-	moved := decode[endpointBody](t, wantBody(t, "PATCH url", w.call(t, "PATCH", path, `{"url": "http://localhost:9/other"}`), http.StatusOK))
+	moved := decode[endpointBody](t, wantStatus(t, w.call(t, "PATCH", path, `{"url": "http://localhost:9/other"}`), http.StatusOK).body)
 	if moved.URL != "http://localhost:9/other" {
 		t.Errorf("PATCH url: %q", moved.URL)
 	}
@@ -329,18 +329,18 @@ func TestWebhookEndpointsAreAtMost16AndTenantScoped(t *testing.T) {
 	if created.Load() != 16 {
 		t.Errorf("%d endpoints created of 20 sent at once; want 16", created.Load())
 	}
-	list := decodePage(t, "GET /v1/webhooks", w.call(t, "GET", "/v1/webhooks?limit=10", ""))
+	list := readPage[json.RawMessage](t, w.call(t, "GET", "/v1/webhooks?limit=10", ""))
 	if len(list.Data) != 10 || list.Pagination.NextCursor == nil {
 		t.Fatalf("GET /v1/webhooks?limit=10: %d endpoints, next %v; want 10 and a next page", len(list.Data), list.Pagination.NextCursor)
 	}
-	next := decodePage(t, "page 2", w.call(t, "GET", "/v1/webhooks?limit=10&cursor="+url.QueryEscape(*list.Pagination.NextCursor), ""))
+	next := readPage[json.RawMessage](t, w.call(t, "GET", "/v1/webhooks?limit=10&cursor="+url.QueryEscape(*list.Pagination.NextCursor), ""))
 	if len(next.Data) != 6 || next.Pagination.NextCursor != nil {
 		t.Errorf("page 2: %d endpoints; want the other 6", len(next.Data))
 	}
 
 	// Another company sees none of them, and can change none.
 	other := w.company(t)
-	path := "/v1/webhooks/" + objectID(t, list.Data[0])
+	path := itemPath("/v1/webhooks", decode[obj](t, list.Data[0]).id())
 	for _, r := range []response{
 		callAt(t, nil, w.base, "GET", path, other.key, ""),
 		callAt(t, nil, w.base, "PATCH", path, other.key, `{"enabled": false}`),
@@ -350,7 +350,7 @@ func TestWebhookEndpointsAreAtMost16AndTenantScoped(t *testing.T) {
 	} {
 		wantProblem(t, r, http.StatusNotFound, "not_found")
 	}
-	if p := decodePage(t, "GET /v1/webhooks", callAt(t, nil, w.base, "GET", "/v1/webhooks", other.key, "")); len(p.Data) != 0 {
+	if p := readPage[json.RawMessage](t, callAt(t, nil, w.base, "GET", "/v1/webhooks", other.key, "")); len(p.Data) != 0 {
 		t.Errorf("another company lists %d endpoints; want none", len(p.Data))
 	}
 	// It has 16 of its own to make.
@@ -393,7 +393,7 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 			t.Errorf("POST %.80s: %s; want it to say %s", tt.body, p.Errors[0].Message, tt.says)
 		}
 	}
-	if p := getPage(t, "/v1/webhooks", c.key); len(p.Data) != 0 {
+	if p := listPage[json.RawMessage](t, c.key, "/v1/webhooks"); len(p.Data) != 0 {
 		t.Errorf("%d endpoints after bad input; want none", len(p.Data))
 	}
 }
@@ -479,7 +479,7 @@ func TestWebhookDeliveriesAreSignedEventsOfMatchingEndpoints(t *testing.T) {
 	eo := w.endpoint(t, off.URL, "*")
 	wantStatus(t, w.call(t, "PATCH", itemPath("/v1/webhooks", eo.ID), `{"enabled": false}`), http.StatusOK)
 
-	ana := "/v1/contacts/" + objectID(t, wantBody(t, "POST", w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated))
+	ana := itemPath("/v1/contacts", decode[obj](t, wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated).body).id())
 	wantStatus(t, w.call(t, "PATCH", ana, `{"city": "Lisboa"}`), http.StatusOK)
 	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Deal"}`), http.StatusCreated)
 	wantStatus(t, w.call(t, "POST", "/v1/organizations", `{"name": "Acme"}`), http.StatusCreated)
@@ -500,7 +500,7 @@ func TestWebhookDeliveriesAreSignedEventsOfMatchingEndpoints(t *testing.T) {
 		for _, h := range tt.r.hits() {
 			// The body is the event as GET /v1/events/{id} answers it, byte for byte, and signed.
 			id := h.header.Get("Rolodex-Event-Id")
-			event := wantBody(t, "GET event "+id, w.call(t, "GET", "/v1/events/"+id, ""), http.StatusOK)
+			event := wantStatus(t, w.call(t, "GET", "/v1/events/"+id, ""), http.StatusOK).body
 			if string(h.body) != string(event) || h.header.Get("Content-Type") != "application/json" || h.url != strings.TrimPrefix(tt.e.URL, tt.r.URL) {
 				t.Errorf("%s got %s %q (Content-Type %q); want POST %s the event %s as application/json",
 					tt.e.URL, h.url, h.body, h.header.Get("Content-Type"), tt.e.URL, event)
@@ -671,7 +671,7 @@ func TestWebhookRetryAndDeliveriesList(t *testing.T) {
 	deliveriesPath := itemPath("/v1/webhooks", e.ID) + "/deliveries"
 	var paged []deliveryBody
 	for path := deliveriesPath + "?limit=1"; ; {
-		p := decode[deliveryPage](t, wantBody(t, "GET "+path, w.call(t, "GET", path, ""), http.StatusOK))
+		p := decode[deliveryPage](t, wantStatus(t, w.call(t, "GET", path, ""), http.StatusOK).body)
 		paged = append(paged, p.Data...)
 		if p.Pagination.NextCursor == nil {
 			break
@@ -685,7 +685,7 @@ func TestWebhookRetryAndDeliveriesList(t *testing.T) {
 	oldest := ds[2]
 	retry := fmt.Sprintf("%s/%d/retry", deliveriesPath, oldest.ID)
 	r := w.call(t, "POST", retry, `{}`, "Idempotency-Key", "again-1")
-	d := decode[deliveryBody](t, wantBody(t, "POST "+retry, r, http.StatusAccepted))
+	d := decode[deliveryBody](t, wantStatus(t, r, http.StatusAccepted).body)
 	if d.ID != oldest.ID || d.Status != "pending" || d.NextAttemptAt == nil || d.Attempts != 1 {
 		t.Errorf("POST %s = %+v; want the delivery pending, due now", retry, d)
 	}
@@ -735,7 +735,7 @@ func TestWebhookDeliveryGivesUpAfter3DaysAndDisablesItsEndpoint(t *testing.T) {
 		}
 	})
 	ed, ef := w.endpoint(t, dead.URL, "contact.*"), w.endpoint(t, flaky.URL, "contact.*")
-	ana := "/v1/contacts/" + objectID(t, wantBody(t, "POST", w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated))
+	ana := itemPath("/v1/contacts", decode[obj](t, wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated).body).id())
 	eventually(t, "the flaky endpoint's first delivery", func() bool { return len(flaky.hits()) == 1 })
 	wantStatus(t, w.call(t, "PATCH", ana, `{"city": "Lisboa"}`), http.StatusOK)
 	eventually(t, "failed attempts at both endpoints", func() bool { return len(flaky.hits()) >= 2 && len(dead.hits()) >= 2 })
@@ -773,7 +773,7 @@ func TestWebhookDeliveryGivesUpAfter3DaysAndDisablesItsEndpoint(t *testing.T) {
 	if n := len(w.deliveries(t, ed.ID)); n != 2 {
 		t.Errorf("the disabled endpoint has %d deliveries after another change; want the 2 before", n)
 	}
-	enabled := decode[endpointBody](t, wantBody(t, "PATCH", w.call(t, "PATCH", itemPath("/v1/webhooks", ed.ID), `{"enabled": true}`), http.StatusOK))
+	enabled := decode[endpointBody](t, wantStatus(t, w.call(t, "PATCH", itemPath("/v1/webhooks", ed.ID), `{"enabled": true}`), http.StatusOK).body)
 	if !enabled.Enabled || enabled.DisabledReason != nil {
 		t.Errorf("enabled again: %+v; want enabled, without a disabledReason", enabled)
 	}
