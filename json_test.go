@@ -231,3 +231,6 @@ func BenchmarkEncodeContactPage(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// ptrTo returns a pointer to a copy of v: ptrTo("x") for a *string field.
+func ptrTo[T any](v T) *T { return &v }
