@@ -15,7 +15,7 @@ import (
 // between resources is data (a resource: its path, its SQL, what its lists and expand[] take) and the
 // methods of its object type (object, below); their writes are functions of the resource's file that
 // take the write's transaction, passed in by addRoutes. Every write is one transaction: begun by
-// beginWrite, which also handles the Idempotency-Key, and committed by finishWrite.
+// startWrite (beginWrite), which also handles the Idempotency-Key, and committed by finishWrite.
 
 // resource describes one API resource to the shared handlers.
 type resource struct {
@@ -56,17 +56,10 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			writeProblem(w, r, aerr)
 			return
 		}
-		key, err := st.listCursorKey(r.Context())
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
 		scope := res.path + "\n" + strconv.FormatInt(t.companyID, 10) // a cursor is good for this list of this company
-		if c, ok := q["cursor"]; ok {
-			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
-				writeProblem(w, r, aerr)
-				return
-			}
+		key := readListCursor(w, r, st, log, q, lq, scope)
+		if key == nil {
+			return
 		}
 		sqlText, args := lq.selectSQL(res.selectSQL, t.companyID)
 		objs, err := queryAll[T, P](r.Context(), st, sqlText, args...)
@@ -98,6 +91,24 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 		b = appendPagination(append(b, "],"...), lq.limit, next)
 		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
 	})
+}
+
+// readListCursor returns the key that signs list cursors, and sets where lq's page starts from the
+// request's cursor, which must have been made for scope. When it cannot, it answers the request
+// itself and returns nil.
+func readListCursor(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, q url.Values, lq *listQuery, scope string) []byte {
+	key, err := st.listCursorKey(r.Context())
+	if err != nil {
+		writeError(w, r, log, err)
+		return nil
+	}
+	if c, ok := q["cursor"]; ok {
+		if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
+			writeProblem(w, r, aerr)
+			return nil
+		}
+	}
+	return key
 }
 
 // listRequest reads what a list or count request starts with: its query parameters (allowed, no
@@ -157,21 +168,51 @@ func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiErro
 	return id, exps, aerr
 }
 
+// write is a write request: what bodyRequest read of it, and the transaction beginWrite began.
+type write struct {
+	id      int64       // the path id, when the route has one
+	exps    []expansion // expand[]
+	members []member    // the body's, of a POST or PATCH
+	ik      *idempotencyKey
+	tx      *sql.Tx
+}
+
 // bodyRequest is objectRequest for a write: the body's members too (POST, PATCH) and its
 // Idempotency-Key.
-func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (int64, []expansion, []member, *idempotencyKey, *apiError) {
-	id, exps, aerr := objectRequest(r, res)
-	if aerr != nil {
-		return 0, nil, nil, nil, aerr
+func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (*write, *apiError) {
+	var wr write
+	var aerr *apiError
+	if wr.id, wr.exps, aerr = objectRequest(r, res); aerr != nil {
+		return nil, aerr
 	}
-	var members []member
 	if r.Method != http.MethodDelete {
-		if members, aerr = readObject(w, r); aerr != nil {
-			return 0, nil, nil, nil, aerr
+		if wr.members, aerr = readObject(w, r); aerr != nil {
+			return nil, aerr
 		}
 	}
-	ik, aerr := readIdempotencyKey(r, members)
-	return id, exps, members, ik, aerr
+	wr.ik, aerr = readIdempotencyKey(r, wr.members)
+	return &wr, aerr
+}
+
+// startWrite reads a write request (bodyRequest), applies a create's body to its fields when
+// create is not nil (so that a 422 costs no database work), and begins its transaction
+// (beginWrite). It returns nil when it has answered the request itself.
+func startWrite(w http.ResponseWriter, r *http.Request, st *store, res *resource, log *slog.Logger, create []bodyField) *write {
+	wr, aerr := bodyRequest(w, r, res)
+	if aerr != nil {
+		writeProblem(w, r, aerr)
+		return nil
+	}
+	if create != nil {
+		if errs := applyCreate(wr.members, create); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
+			return nil
+		}
+	}
+	if !beginWrite(w, r, st, log, wr) {
+		return nil
+	}
+	return wr
 }
 
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
@@ -197,31 +238,22 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, *sql.Tx, tenant, T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, exps, members, ik, aerr := bodyRequest(w, r, res)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
 		var v T
-		if errs := applyCreate(members, P(&v).fields()); errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
+		wr := startWrite(w, r, st, res, log, P(&v).fields())
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
-		v, err := create(r.Context(), tx, t, v)
+		defer wr.tx.Rollback()
+		v, err := create(r.Context(), wr.tx, t, v)
 		if err == nil {
-			err = recordEvent(r.Context(), tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
+			err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
 		}
 		var a answer
 		if err == nil {
-			a, err = objectAnswer[T, P](r.Context(), tx, t, http.StatusCreated, v, exps)
+			a, err = objectAnswer[T, P](r.Context(), wr.tx, t, http.StatusCreated, v, wr.exps)
 			a.location = res.path + "/" + strconv.FormatInt(P(&v).key(), 10)
 		}
-		finishWrite(w, r, st, log, tx, ik, a, err)
+		finishWrite(w, r, st, log, wr, a, err)
 	})
 }
 
@@ -236,36 +268,31 @@ const maxUpdateTries = 32
 func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, tx *sql.Tx, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, exps, members, ik, aerr := bodyRequest(w, r, res)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		wr := startWrite(w, r, st, res, log, nil)
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		versions := ifMatch(r)
 		for try := 1; ; try++ {
-			old, _, err := getObject[T, P](r.Context(), readTx(tx), res, t.companyID, id, nil)
+			old, _, err := getObject[T, P](r.Context(), readTx(wr.tx), res, t.companyID, wr.id, nil)
 			if err == nil && !admits(versions, P(&old).version()) {
 				err = errPreconditionFailed
 			}
 			if err != nil {
-				finishWrite(w, r, st, log, tx, ik, answer{}, err)
+				finishWrite(w, r, st, log, wr, answer{}, err)
 				return
 			}
 			v := old
-			if errs := applyMembers(members, P(&v).fields(), readOnlyFields); errs != nil {
+			if errs := applyMembers(wr.members, P(&v).fields(), readOnlyFields); errs != nil {
 				writeError(w, r, log, fieldErrors(errs))
 				return
 			}
 			if was := P(&old).appendJSON(nil); !bytes.Equal(P(&v).appendJSON(nil), was) { // else nothing changed: updatedAt and the ETag stay
-				v, err = update(r.Context(), tx, t.companyID, old, v)
+				v, err = update(r.Context(), wr.tx, t.companyID, old, v)
 				if err == nil {
 					now := P(&v).appendJSON(nil)
-					err = recordEvent(r.Context(), tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
+					err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
 				}
 			}
 			if errors.Is(err, errConflict) && versions != nil {
@@ -276,9 +303,9 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 			}
 			var a answer
 			if err == nil {
-				a, err = objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, exps)
+				a, err = objectAnswer[T, P](r.Context(), wr.tx, t, http.StatusOK, v, wr.exps)
 			}
-			finishWrite(w, r, st, log, tx, ik, a, err)
+			finishWrite(w, r, st, log, wr, a, err)
 			return
 		}
 	})
@@ -290,18 +317,13 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, _, ik, aerr := bodyRequest(w, r, res)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		wr := startWrite(w, r, st, res, log, nil)
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		var objs []T
-		err := readTx(tx)(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, id))
+		err := readTx(wr.tx)(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
 		switch {
 		case err != nil:
 		case len(objs) == 0:
@@ -309,38 +331,39 @@ func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger
 		case !admits(ifMatch(r), P(&objs[0]).version()):
 			err = errPreconditionFailed
 		default:
-			_, err = tx.ExecContext(r.Context(), `DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, id)
+			_, err = wr.tx.ExecContext(r.Context(), `DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, wr.id)
 		}
 		if err == nil && res.event != "" {
-			err = recordEvent(r.Context(), tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
+			err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
 		}
-		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)
+		finishWrite(w, r, st, log, wr, answer{status: http.StatusNoContent}, err)
 	})
 }
 
-// beginWrite begins a write's transaction. When the request's Idempotency-Key has an answer kept,
-// is in use or was used for another request, it answers the request itself and returns nil.
-func beginWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, ik *idempotencyKey) *sql.Tx {
-	tx, kept, err := st.beginWrite(r.Context(), tenantOf(r).companyID, ik)
+// beginWrite begins wr's transaction. When its Idempotency-Key has an answer kept, is in use or was
+// used for another request, it answers the request itself and returns false.
+func beginWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
+	tx, kept, err := st.beginWrite(r.Context(), tenantOf(r).companyID, wr.ik)
 	switch {
 	case err != nil:
 		writeError(w, r, log, err)
 	case kept != nil:
 		kept.write(w, r, true)
 	}
-	return tx
+	wr.tx = tx
+	return tx != nil
 }
 
 // finishWrite ends a write whose answer is a, or err. The 404 and 412 that the database found are
 // answers too; any other error is answered as it is and its transaction rolled back. An answer is
 // kept for the Idempotency-Key in the transaction, which commits before the answer is sent.
-func finishWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, tx *sql.Tx, ik *idempotencyKey, a answer, err error) {
+func finishWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write, a answer, err error) {
 	if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
 		ae := clientError(err)
 		a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
 	}
 	if err == nil {
-		err = st.commitWrite(r.Context(), tx, tenantOf(r).companyID, ik, a)
+		err = st.commitWrite(r.Context(), wr.tx, tenantOf(r).companyID, wr.ik, a)
 	}
 	if err != nil {
 		writeError(w, r, log, err)

@@ -121,7 +121,7 @@ var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
 // fields are what a POST /v1/apiKeys body may set.
 func (k *apiKey) fields() []bodyField {
 	return []bodyField{{"name", requiredText(&k.Name, 255), false}, {"scopes", scopeList(&k.Scopes), true},
-		{"expiresAt", nullableTime(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
+		{"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
 }
 
 // scopeList sets a non-empty list of scopes.
@@ -138,6 +138,20 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 			}
 		}
 		*p = slices.Compact(slices.Sorted(slices.Values(scopes)))
+		return ""
+	}
+}
+
+// expiry sets when a key expires: a time in the future (nullableTime's rules), or null for never.
+func expiry(p **time.Time) func(json.RawMessage) string {
+	set := nullableTime(p)
+	return func(raw json.RawMessage) string {
+		if msg := set(raw); msg != "" {
+			return msg
+		}
+		if *p != nil && !(*p).After(time.Now()) {
+			return "must be in the future"
+		}
 		return ""
 	}
 }
@@ -175,31 +189,18 @@ func keyAnswer(k apiKey, key string) answer {
 func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, _, members, ik, aerr := bodyRequest(w, r, apiKeys)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
 		k := apiKey{UserID: t.userID}
-		errs := applyCreate(members, k.fields())
-		if k.ExpiresAt != nil && !k.ExpiresAt.After(time.Now()) {
-			errs = append(errs, fieldError{Field: "expiresAt", Message: "must be in the future"})
-		}
-		if errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
+		wr := startWrite(w, r, st, apiKeys, log, k.fields())
+		if wr == nil {
 			return
 		}
+		defer wr.tx.Rollback()
 		if aerr := grantable(r, k.Scopes); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
-		k, key, err := insertAPIKey(r.Context(), tx, t.companyID, k)
-		finishWrite(w, r, st, log, tx, ik, keyAnswer(k, key), err)
+		k, key, err := insertAPIKey(r.Context(), wr.tx, t.companyID, k)
+		finishWrite(w, r, st, log, wr, keyAnswer(k, key), err)
 	})
 }
 
@@ -208,21 +209,12 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, members, ik, aerr := bodyRequest(w, r, apiKeys)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
 		var expiresIn *int64
-		if errs := applyMembers(members, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}, nil); errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
+		wr := startWrite(w, r, st, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		// The old key ends expiresIn from now, or sooner if it was to anyway.
 		const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
 			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
@@ -230,7 +222,7 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 		var old apiKey
 		var hash []byte
 		seconds, _ := deref(expiresIn)
-		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, seconds).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
+		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, seconds).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errNotFound
 		}
@@ -241,10 +233,10 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 				return
 			}
 			var key string
-			old, key, err = insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+			old, key, err = insertAPIKey(r.Context(), wr.tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
 			a = keyAnswer(old, key)
 		}
-		finishWrite(w, r, st, log, tx, ik, a, err)
+		finishWrite(w, r, st, log, wr, a, err)
 		if hash != nil {
 			auth.forget(hash)
 		}
@@ -256,24 +248,19 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, _, ik, aerr := bodyRequest(w, r, apiKeys)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		wr := startWrite(w, r, st, apiKeys, log, nil)
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
 			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
 		var hash []byte
-		err := tx.QueryRowContext(r.Context(), q, t.companyID, id).Scan(&hash)
+		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id).Scan(&hash)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errNotFound
 		}
-		finishWrite(w, r, st, log, tx, ik, answer{status: http.StatusNoContent}, err)
+		finishWrite(w, r, st, log, wr, answer{status: http.StatusNoContent}, err)
 		if hash != nil {
 			auth.forget(hash)
 		}

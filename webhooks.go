@@ -237,13 +237,13 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, _, members, ik, aerr := bodyRequest(w, r, webhooks)
+		wr, aerr := bodyRequest(w, r, webhooks)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
 		v := webhookEndpoint{Enabled: true}
-		errs := applyCreate(members, v.fields())
+		errs := applyCreate(wr.members, v.fields())
 		if errs == nil {
 			errs = checkWebhookHost(r.Context(), v.URL, allow)
 		}
@@ -251,17 +251,16 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
+		if !beginWrite(w, r, st, log, wr) {
 			return
 		}
-		defer tx.Rollback()
-		v, err := createWebhook(r.Context(), tx, t.companyID, v)
+		defer wr.tx.Rollback()
+		v, err := createWebhook(r.Context(), wr.tx, t.companyID, v)
 		var a answer
 		if err == nil {
 			a = answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
 		}
-		finishWrite(w, r, st, log, tx, ik, a, err)
+		finishWrite(w, r, st, log, wr, a, err)
 	})
 }
 
@@ -271,43 +270,42 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, members, ik, aerr := bodyRequest(w, r, webhooks)
+		wr, aerr := bodyRequest(w, r, webhooks)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
-		errs := applyMembers(members, scratch.fields(), readOnlyFields)
-		if errs == nil && hasMember(members, "url") {
+		errs := applyMembers(wr.members, scratch.fields(), readOnlyFields)
+		if errs == nil && hasMember(wr.members, "url") {
 			errs = checkWebhookHost(r.Context(), scratch.URL, allow)
 		}
 		if errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
+		if !beginWrite(w, r, st, log, wr) {
 			return
 		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		var found []webhookEndpoint
-		err := readTx(tx)(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, id))
+		err := readTx(wr.tx)(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
 		if err == nil && len(found) == 0 {
 			err = errNotFound
 		}
 		var a answer
 		if err == nil {
 			v := found[0]
-			applyMembers(members, v.fields(), readOnlyFields) // checked above
+			applyMembers(wr.members, v.fields(), readOnlyFields) // checked above
 			if v.Enabled {
 				v.DisabledReason = nil
 			}
 			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
-				v, err = updateWebhook(r.Context(), tx, t.companyID, v)
+				v, err = updateWebhook(r.Context(), wr.tx, t.companyID, v)
 			}
 			a = answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}
 		}
-		finishWrite(w, r, st, log, tx, ik, a, err)
+		finishWrite(w, r, st, log, wr, a, err)
 	})
 }
 
@@ -403,24 +401,17 @@ func handleWebhookDeliveries(st *store, log *slog.Logger) http.Handler {
 			writeProblem(w, r, aerr)
 			return
 		}
-		key, err := st.listCursorKey(r.Context())
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
 		scope := webhooks.path + "/deliveries\n" + strconv.FormatInt(t.companyID, 10) + "\n" + strconv.FormatInt(id, 10)
-		if c, ok := q["cursor"]; ok {
-			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
-				writeProblem(w, r, aerr)
-				return
-			}
+		key := readListCursor(w, r, st, log, q, lq, scope)
+		if key == nil {
+			return
 		}
 		lq.desc = true
 		lq.where("endpoint_id = %s", id)
 		sqlText, args := lq.selectSQL(deliveries.selectSQL, t.companyID)
 		var found []webhookEndpoint
 		ds := make([]delivery, 0)
-		err = st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, id),
+		err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, id),
 			rowsInto[delivery](&ds, sqlText, args...))
 		if err == nil && len(found) == 0 {
 			err = errNotFound
@@ -451,39 +442,30 @@ func handleWebhookDeliveries(st *store, log *slog.Logger) http.Handler {
 func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		id, _, members, ik, aerr := bodyRequest(w, r, deliveries)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
 		deliveryID, ok := parseID(r.PathValue("deliveryId"))
 		if !ok {
 			writeProblem(w, r, badRequest("invalid_id", fmt.Sprintf("The delivery id in the path must be a positive integer; got %q.", r.PathValue("deliveryId"))))
 			return
 		}
-		if errs := applyMembers(members, nil, readOnlyFields); errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
+		wr := startWrite(w, r, st, deliveries, log, []bodyField{}) // the body sets nothing: {}
+		if wr == nil {
 			return
 		}
-		tx := beginWrite(w, r, st, log, ik)
-		if tx == nil {
-			return
-		}
-		defer tx.Rollback()
+		defer wr.tx.Rollback()
 		const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
 			WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
 			RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
 				next_attempt_at, delivered_at, created_at`
 		var d delivery
 		var a answer
-		err := tx.QueryRowContext(r.Context(), q, t.companyID, id, deliveryID).Scan(d.scanDest()...)
+		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, deliveryID).Scan(d.scanDest()...)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			err = errNotFound
 		case err == nil:
 			a = answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}
 		}
-		finishWrite(w, r, st, log, tx, ik, a, err)
+		finishWrite(w, r, st, log, wr, a, err)
 	})
 }
 
