@@ -229,7 +229,10 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 			writeError(w, r, log, err)
 			return
 		}
-		writeLoaded(w, r, http.StatusOK, P(&v), exps, rel)
+		if version := P(&v).version(); version != 0 {
+			w.Header().Set("ETag", etag(version))
+		}
+		writeJSON(w, r, http.StatusOK, append(appendExpanded(nil, P(&v), exps, rel), '\n'))
 	})
 }
 
@@ -384,12 +387,4 @@ func objectAnswer[T any, P object[T]](ctx context.Context, tx *sql.Tx, t tenant,
 		a.etag = etag(version)
 	}
 	return a, nil
-}
-
-// writeLoaded answers v with its expansions from rel, and its ETag when it has a version.
-func writeLoaded[T any, P object[T]](w http.ResponseWriter, r *http.Request, status int, v P, exps []expansion, rel related) {
-	if version := v.version(); version != 0 {
-		w.Header().Set("ETag", etag(version))
-	}
-	writeJSON(w, r, status, append(appendExpanded(nil, v, exps, rel), '\n'))
 }

@@ -125,30 +125,20 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 
 // problemJSON is e as an RFC 9457 problem+json body.
 func problemJSON(r *http.Request, e *apiError) []byte {
-	b := append([]byte(`{"type":"about:blank","title":`), appendString(nil, http.StatusText(e.Status))...)
-	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(e.Status), 10)
-	b = append(b, `,"detail":`...)
-	b = appendString(b, e.Detail)
-	b = append(b, `,"code":`...)
-	b = appendString(b, e.Code)
-	b = append(b, `,"requestId":`...)
-	b = appendString(b, requestInfo(r.Context()).id)
+	typ, title, status := "about:blank", http.StatusText(e.Status), int64(e.Status)
+	b := appendObject(nil, "type", &typ, "title", &title, "status", &status, "detail", &e.Detail, "code", &e.Code,
+		"requestId", &requestInfo(r.Context()).id)
 	if len(e.Errors) > 0 {
-		b = append(b, `,"errors":[`...)
-		for i, fe := range e.Errors {
+		b = append(b[:len(b)-1], `,"errors":[`...) // reopen the object
+		for i := range e.Errors {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, `{"field":`...)
-			b = appendString(b, fe.Field)
-			b = append(b, `,"message":`...)
-			b = appendString(b, fe.Message)
-			b = append(b, '}')
+			b = appendObject(b, "field", &e.Errors[i].Field, "message", &e.Errors[i].Message)
 		}
-		b = append(b, ']')
+		b = append(b, "]}"...)
 	}
-	return append(b, "}\n"...)
+	return append(b, '\n')
 }
 
 // writeProblemBody sends a problem+json body with its status.
