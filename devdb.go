@@ -41,7 +41,12 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	if moved, ok := reachableDataDir(*dir); ok {
+	// As root, the server runs as another user, who may not reach the folder (a checkout under
+	// /root, say): then the data goes to a folder of this checkout's own under the temp folder.
+	abs, _ := filepath.Abs(*dir)
+	if u, err := pgRunAs(); err == nil && u != nil && u.blockedAncestor(filepath.Dir(abs)) != "" {
+		sum := sha256.Sum256([]byte(abs))
+		moved := filepath.Join(os.TempDir(), "rolodex-dev-"+hex.EncodeToString(sum[:4]))
 		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
 		*dir = moved
 	}
@@ -295,19 +300,6 @@ func findPGCtl(pathDirs []string, installPatterns ...string) (string, error) {
 	}
 	return "", errors.New(`no PostgreSQL server binaries found (pg_ctl, initdb, postgres): ` +
 		`install them with "sudo apt-get install postgresql" (Debian/Ubuntu) or set DATABASE_URL`)
-}
-
-// reachableDataDir returns dir, or, when running as root and the server's user cannot enter dir's
-// parents (a checkout under /root, say), a folder of this checkout's own under the temp folder, which
-// it can; the second result reports the move.
-func reachableDataDir(dir string) (string, bool) {
-	abs, _ := filepath.Abs(dir)
-	runAs, err := pgRunAs()
-	if err != nil || runAs == nil || runAs.blockedAncestor(filepath.Dir(abs)) == "" {
-		return dir, false
-	}
-	sum := sha256.Sum256([]byte(abs))
-	return filepath.Join(os.TempDir(), "rolodex-dev-"+hex.EncodeToString(sum[:4])), true
 }
 
 // ensureDatabase creates database name on the server at adminURL unless it exists.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,15 +50,15 @@ var byID = sortField{name: "id", col: "id", kind: keyInt}
 // isID reports whether f is the order by id alone (no key before the id).
 func (f *sortField) isID() bool { return f.name == "id" }
 
-// nullValue is what a nullable key's NULL is replaced with in its sort expression (any value does:
-// the "is null" flag before it keeps NULLs apart).
-var nullValue = map[keyKind]string{keyInt: "0", keyTime: "'-infinity'", keyText: "''", keyNumeric: "0"}
-
-// nullKey is nullValue as the text of a query argument.
-var nullKey = map[keyKind]string{keyInt: "0", keyTime: "-infinity", keyText: "", keyNumeric: "0"}
-
-// sqlType is the type a cursor's key is cast to (from text: every key is sent as text).
-var sqlType = map[keyKind]string{keyInt: "integer", keyTime: "timestamptz", keyText: "text", keyNumeric: "numeric"}
+// keyTypes holds, for each keyKind, the SQL type a cursor's key is cast to (from text: every key is
+// sent as text), and what a nullable key's NULL is replaced with in its sort expression, as SQL and
+// as the text of a query argument (any value does: the "is null" flag before it keeps NULLs apart).
+var keyTypes = [...]struct{ sql, nullSQL, nullArg string }{
+	keyInt:     {"integer", "0", "0"},
+	keyTime:    {"timestamptz", "'-infinity'", "-infinity"},
+	keyText:    {"text", "''", ""},
+	keyNumeric: {"numeric", "0", "0"},
+}
 
 // keys returns the ORDER BY expressions of f before the id tie-breaker. A nullable key is two
 // expressions, (is it null?, its value with NULL replaced), so that NULLs come last in both
@@ -69,7 +70,7 @@ func (f *sortField) keys(desc bool) []string {
 	}
 	v := f.col
 	if f.nullable {
-		v = "coalesce(" + f.col + ", " + nullValue[f.kind] + ")"
+		v = "coalesce(" + f.col + ", " + keyTypes[f.kind].nullSQL + ")"
 	}
 	if f.kind == keyText {
 		v += ` COLLATE "C"`
@@ -79,9 +80,8 @@ func (f *sortField) keys(desc bool) []string {
 		return []string{v}
 	case desc:
 		return []string{"(" + f.col + " IS NOT NULL)", v}
-	default:
-		return []string{"(" + f.col + " IS NULL)", v}
 	}
+	return []string{"(" + f.col + " IS NULL)", v}
 }
 
 // filterKind is how a filter parameter is read and matched.
@@ -91,13 +91,16 @@ const (
 	filterIDs   filterKind = iota // comma-separated ids; the column is one of them
 	filterBool                    // true or false
 	filterEmail                   // equal, ignoring case
+	filterTime                    // a timestamp the column is compared with by op: createdAt[gte]
+	filterText                    // q: the column contains it, ignoring case
 )
 
-// filter is an equality filter of a list and its count.
+// filter is a query parameter that narrows a list and its count.
 type filter struct {
 	name string // API name: "stageId"
 	col  string
 	kind filterKind
+	op   string // filterTime: the comparison
 }
 
 // listSpec is what one resource's lists allow.
@@ -108,8 +111,26 @@ type listSpec struct {
 	q       string // the SQL text q searches; "": no q
 }
 
-var rangeOps = []struct{ name, op string }{{"gte", ">="}, {"gt", ">"}, {"lte", "<="}, {"lt", "<"}}
-var rangeFields = []struct{ name, col string }{{"createdAt", "created_at"}, {"updatedAt", "updated_at"}}
+// rangeFilters are the filters of a spec with ranges.
+var rangeFilters = []filter{
+	{"createdAt[gte]", "created_at", filterTime, ">="}, {"createdAt[gt]", "created_at", filterTime, ">"},
+	{"createdAt[lte]", "created_at", filterTime, "<="}, {"createdAt[lt]", "created_at", filterTime, "<"},
+	{"updatedAt[gte]", "updated_at", filterTime, ">="}, {"updatedAt[gt]", "updated_at", filterTime, ">"},
+	{"updatedAt[lte]", "updated_at", filterTime, "<="}, {"updatedAt[lt]", "updated_at", filterTime, "<"},
+}
+
+// allFilters returns every filter of the spec in the order a cursor binds them: its own, those of
+// the ranges, and q.
+func (s *listSpec) allFilters() []filter {
+	var ranges, q []filter
+	if s.ranges {
+		ranges = rangeFilters
+	}
+	if s.q != "" {
+		q = []filter{{name: "q", col: s.q, kind: filterText}}
+	}
+	return slices.Concat(s.filters, ranges, q)
+}
 
 // params returns the query parameters of the list (list) or of its count (!list).
 func (s *listSpec) params(list bool) []string {
@@ -120,18 +141,8 @@ func (s *listSpec) params(list bool) []string {
 			ps = append(ps, "sort")
 		}
 	}
-	for _, f := range s.filters {
+	for _, f := range s.allFilters() {
 		ps = append(ps, f.name)
-	}
-	if s.ranges {
-		for _, f := range rangeFields {
-			for _, o := range rangeOps {
-				ps = append(ps, f.name+"["+o.name+"]")
-			}
-		}
-	}
-	if s.q != "" {
-		ps = append(ps, "q")
 	}
 	return ps
 }
@@ -154,6 +165,7 @@ type cursorPos struct {
 	key  string // the key as text (see keyKind)
 }
 
+// badParam is the 400 of query parameter name, whose value is wrong as message says.
 func badParam(name, message string) *apiError {
 	e := badRequest("invalid_parameter", fmt.Sprintf("Query parameter %s %s.", name, message))
 	e.Errors = []fieldError{{Field: name, Message: message}}
@@ -171,7 +183,6 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		}
 		lq.limit = n
 	}
-	var binding strings.Builder
 	if v, ok := q["sort"]; ok {
 		name, desc := strings.CutPrefix(v[0], "-")
 		lq.sort, lq.desc = nil, desc
@@ -186,51 +197,22 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		if lq.sort == nil {
 			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
 		}
-		binding.WriteString("sort=" + strconv.Quote(v[0]) + "\n")
+		lq.binding = "sort=" + strconv.Quote(v[0]) + "\n"
 	}
-	for _, f := range s.filters {
-		v, ok := q[f.name]
-		if !ok {
-			continue
-		}
-		if err := lq.addFilter(f, v[0]); err != nil {
-			return nil, err
-		}
-		binding.WriteString(f.name + "=" + strconv.Quote(v[0]) + "\n")
-	}
-	if s.ranges {
-		for _, f := range rangeFields {
-			for _, o := range rangeOps {
-				name := f.name + "[" + o.name + "]"
-				v, ok := q[name]
-				if !ok {
-					continue
-				}
-				t, err := time.Parse(time.RFC3339Nano, v[0])
-				if err != nil || t.Year() < 1 || t.Year() > 9999 {
-					return nil, badParam(name, "must be an RFC 3339 timestamp, e.g. 2026-11-21T09:30:00Z")
-				}
-				lq.where(f.col+" "+o.op+" %s", t.UTC())
-				binding.WriteString(name + "=" + strconv.Quote(v[0]) + "\n")
+	for _, f := range s.allFilters() {
+		if v, ok := q[f.name]; ok {
+			if err := lq.addFilter(f, v[0]); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if v, ok := q["q"]; ok && s.q != "" {
-		text := v[0]
-		if text == "" || !utf8.ValidString(text) || utf8.RuneCountInString(text) > maxQRunes ||
-			strings.IndexFunc(text, unicode.IsControl) >= 0 {
-			return nil, badParam("q", fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
-		}
-		lq.where(s.q+" ILIKE %s", "%"+likeEscaper.Replace(text)+"%")
-		binding.WriteString("q=" + strconv.Quote(text) + "\n")
-	}
-	lq.binding = binding.String()
 	return lq, nil
 }
 
 // likeEscaper makes a text match itself in a LIKE pattern (whose escape character is \).
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 
+// sortNames lists the names sort takes, for the message of a bad one.
 func (s *listSpec) sortNames() string {
 	names := []string{"id"}
 	for _, f := range s.sorts {
@@ -245,19 +227,31 @@ func (lq *listQuery) where(cond string, arg any) {
 	lq.conds = append(lq.conds, fmt.Sprintf(cond, "$"+strconv.Itoa(len(lq.args)+1)))
 }
 
+// addFilter adds the condition of filter f with value v, and binds v to the cursor.
 func (lq *listQuery) addFilter(f filter, v string) *apiError {
 	switch f.kind {
 	case filterBool:
-		b, err := strconv.ParseBool(v)
-		if err != nil || (v != "true" && v != "false") {
+		if v != "true" && v != "false" {
 			return badParam(f.name, "must be true or false")
 		}
-		lq.where(f.col+" = %s", b)
+		lq.where(f.col+" = %s", v == "true")
 	case filterEmail:
 		if v == "" || len(v) > 255 || !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
 			return badParam(f.name, "must be an e-mail address of at most 255 characters")
 		}
 		lq.where("lower("+f.col+") = lower(%s)", v)
+	case filterTime:
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil || t.Year() < 1 || t.Year() > 9999 {
+			return badParam(f.name, "must be an RFC 3339 timestamp, e.g. 2026-11-21T09:30:00Z")
+		}
+		lq.where(f.col+" "+f.op+" %s", t.UTC())
+	case filterText:
+		if v == "" || !utf8.ValidString(v) || utf8.RuneCountInString(v) > maxQRunes ||
+			strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return badParam(f.name, fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
+		}
+		lq.where(f.col+" ILIKE %s", "%"+likeEscaper.Replace(v)+"%")
 	default:
 		parts := strings.Split(v, ",")
 		if len(parts) > maxIDValues {
@@ -273,6 +267,7 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 		lq.where(f.col+" = ANY(%s::bigint[])", ids)
 	}
+	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
 
@@ -280,11 +275,10 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 // the filters, the cursor's position, the order, and one row more than the page (it tells whether
 // there is a next page).
 func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
-	var b strings.Builder
-	args := append([]any{companyID}, lq.args...)
-	b.WriteString(base)
-	for _, c := range lq.conds {
-		b.WriteString(" AND " + c)
+	q, args := lq.countSQL(base, companyID)
+	param := func(v any, cast string) string { // the placeholder of a new argument v
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args)) + cast
 	}
 	keys := append(lq.sort.keys(lq.desc), "id")
 	dir, cmp := "", " > "
@@ -292,23 +286,18 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 		dir, cmp = " DESC", " < "
 	}
 	if a := lq.after; a != nil {
-		vals := []string{}
+		var vals []string
 		if !lq.sort.isID() {
 			if lq.sort.nullable {
-				args = append(args, a.null != lq.desc) // the key's "is null" flag, or "is not null" when descending
-				vals = append(vals, "$"+strconv.Itoa(len(args))+"::boolean")
+				vals = append(vals, param(a.null != lq.desc, "::boolean")) // the key's "is null" flag, or "is not null" when descending
 			}
-			args = append(args, a.arg(lq.sort.kind))
-			vals = append(vals, "$"+strconv.Itoa(len(args))+"::text::"+sqlType[lq.sort.kind])
+			vals = append(vals, param(a.arg(lq.sort.kind), "::text::"+keyTypes[lq.sort.kind].sql))
 		}
-		args = append(args, a.id)
-		vals = append(vals, "$"+strconv.Itoa(len(args))+"::bigint")
-		b.WriteString(" AND (" + strings.Join(keys, ", ") + ")" + cmp + "(" + strings.Join(vals, ", ") + ")")
+		vals = append(vals, param(a.id, "::bigint"))
+		q += " AND (" + strings.Join(keys, ", ") + ")" + cmp + "(" + strings.Join(vals, ", ") + ")"
 	}
-	b.WriteString(" ORDER BY " + strings.Join(keys, dir+", ") + dir)
-	args = append(args, lq.limit+1)
-	b.WriteString(" LIMIT $" + strconv.Itoa(len(args)))
-	return b.String(), args
+	q += " ORDER BY " + strings.Join(keys, dir+", ") + dir + " LIMIT " + param(lq.limit+1, "")
+	return q, args
 }
 
 // countSQL returns the statement that counts what the list would walk: base ("SELECT count(*) FROM t
@@ -326,7 +315,7 @@ func (lq *listQuery) countSQL(base string, companyID int64) (string, []any) {
 func (a *cursorPos) arg(kind keyKind) string {
 	switch {
 	case a.null:
-		return nullKey[kind]
+		return keyTypes[kind].nullArg
 	case kind == keyTime:
 		n, _ := strconv.ParseInt(a.key, 10, 64)
 		return time.UnixMicro(n).UTC().Format(time.RFC3339Nano)
@@ -394,11 +383,12 @@ func (f *sortField) validKey(pos *cursorPos) bool {
 		return utf8.ValidString(pos.key)
 	case f.kind == keyNumeric:
 		return isDecimal(pos.key)
-	case f.kind == keyTime:
-		n, err := strconv.ParseInt(pos.key, 10, 64)
-		return err == nil && strconv.FormatInt(n, 10) == pos.key
 	}
-	n, err := strconv.ParseInt(pos.key, 10, 32)
+	bits := 32 // keyInt: an integer column
+	if f.kind == keyTime {
+		bits = 64 // Unix microseconds
+	}
+	n, err := strconv.ParseInt(pos.key, 10, bits)
 	return err == nil && strconv.FormatInt(n, 10) == pos.key
 }
 

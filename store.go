@@ -10,8 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -256,10 +254,12 @@ func refErrors(ok []bool, fields, kinds []string) error {
 // deleted meanwhile, a limit only the database knows) into fieldErrors naming the field, or
 // errOutOfRange; other errors are returned as they are.
 func mapWriteError(err error) error {
-	switch code := pgCode(err); code {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
 	case "23503", "23514", "23505": // foreign key, check, unique
-		var pe *pgconn.PgError
-		errors.As(err, &pe)
 		return fieldErrors{{Field: fieldOfConstraint(pe.ConstraintName), Message: "is not valid here"}}
 	case "22001", "22003", "22007", "22008", "22P02": // too long, out of range, bad datetime, bad text
 		return fmt.Errorf("%w: %w", errOutOfRange, err)
@@ -270,22 +270,15 @@ func mapWriteError(err error) error {
 // fieldOfConstraint guesses the JSON field a PostgreSQL constraint name is about, from its last
 // column: "contacts_company_id_organization_id_fkey" is organizationId.
 func fieldOfConstraint(name string) string {
-	name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_fkey"), "_check"), "_key")
-	parts := strings.Split(name, "_")
-	// Take the trailing words after the table name, up to and including the last "id".
-	end := len(parts)
-	start := end - 1
-	if parts[start] == "id" && start > 0 {
-		start--
+	for _, suffix := range []string{"_fkey", "_check", "_key"} {
+		name = strings.TrimSuffix(name, suffix)
 	}
-	var b strings.Builder
-	for i, p := range parts[start:end] {
-		if i > 0 && p != "" {
-			p = strings.ToUpper(p[:1]) + p[1:]
-		}
-		b.WriteString(p)
+	words := strings.Split(name, "_")
+	last := words[len(words)-1]
+	if last == "id" && len(words) > 1 {
+		return words[len(words)-2] + "Id"
 	}
-	return b.String()
+	return last
 }
 
 // pgCode returns the SQLSTATE of a PostgreSQL error, or "".
@@ -301,27 +294,17 @@ func pgCode(err error) string {
 // rather than that the query was wrong: connection failures, server shutdown, too many
 // connections, statement timeouts.
 func isDBUnavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
 	var ce *pgconn.ConnectError
 	var ne net.Error
-	if errors.As(err, &ce) || errors.As(err, &ne) {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &ce) || errors.As(err, &ne) {
 		return true
 	}
 	code := pgCode(err)
-	switch {
-	case strings.HasPrefix(code, "08"), // connection exception
-		strings.HasPrefix(code, "53"),                     // insufficient resources
-		code == "57P01", code == "57P02", code == "57P03", // shutdown, cannot connect now
-		code == "57014": // statement timeout
-		return true
-	}
-	return false
+	return strings.HasPrefix(code, "08") || // connection exception
+		strings.HasPrefix(code, "53") || // insufficient resources
+		code == "57P01" || code == "57P02" || code == "57P03" || // shutdown, cannot connect now
+		code == "57014" // statement timeout
 }
 
 // migrationLock is the pg_advisory_xact_lock key under which migrations run ("rolodex" in ASCII).
@@ -334,7 +317,8 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded schema files in version order. Names are NNNN_name.sql.
+// migrations returns the embedded schema files in version order: each name, NNNN_name.sql, starts
+// with its version in four digits, and fs.ReadDir sorts by name.
 func migrations() ([]migration, error) {
 	entries, err := schemaFS.ReadDir("schema")
 	if err != nil {
@@ -342,18 +326,17 @@ func migrations() ([]migration, error) {
 	}
 	var out []migration
 	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
+		num, _, _ := strings.Cut(e.Name(), "_")
 		v, err := strconv.Atoi(num)
-		if !ok || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
+		if len(num) != 4 || err != nil || !strings.HasSuffix(e.Name(), ".sql") {
 			return nil, fmt.Errorf("schema file %q is not named NNNN_name.sql", e.Name())
 		}
-		b, err := schemaFS.ReadFile(path.Join("schema", e.Name()))
+		b, err := schemaFS.ReadFile("schema/" + e.Name())
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	return out, nil
 }
 
@@ -380,7 +363,7 @@ func (s *store) migrate(ctx context.Context) ([]int, error) {
 	for _, m := range ms {
 		applied, err := s.applyMigration(ctx, m)
 		if err != nil {
-			return done, err
+			return done, fmt.Errorf("migrate %s: %w", m.name, err)
 		}
 		if applied {
 			done = append(done, m.version)
@@ -396,33 +379,30 @@ func (s *store) applyMigration(ctx context.Context, m migration) (bool, error) {
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`
+	const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("migrate %s: begin: %w", m.name, err)
+		return false, err
 	}
 	defer tx.Rollback()
+	// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-		return false, fmt.Errorf("migrate %s: lock: %w", m.name, err)
+		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, create); err != nil {
-		return false, fmt.Errorf("migrate %s: create version table: %w", m.name, err)
+		return false, err
 	}
-	var recorded bool
-	err = tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM schema_migrations WHERE version = $1)`, m.version).Scan(&recorded)
-	if err != nil || recorded {
+	res, err := tx.ExecContext(ctx, record, m.version, m.name)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); n == 0 || err != nil { // no row: recorded already
 		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, fmt.Errorf("migrate %s: %w", m.name, err)
+		return false, err
 	}
-	const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`
-	if _, err := tx.ExecContext(ctx, record, m.version, m.name); err != nil {
-		return false, fmt.Errorf("migrate %s: record version: %w", m.name, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migrate %s: commit: %w", m.name, err)
-	}
-	return true, nil
+	return true, tx.Commit()
 }
 
 // schemaVersion returns the newest applied schema version (0 for an empty database).
