@@ -6,20 +6,22 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // business is a deal in a board's pipeline (API.md section 3, SEED-SPEC.md 2.2).
 type business struct {
 	ID             int64
 	Title          string
-	Value          *string // exact decimal text, as PostgreSQL's numeric keeps it
-	Deadline       *time.Time
+	Value          pgtype.Text // exact decimal text, as PostgreSQL's numeric keeps it
+	Deadline       pgtype.Timestamptz
 	Private        bool
-	Position       *int64 // never null once stored; not given on create: the end of its stage
-	DateWon        *time.Time
-	ReasonLost     *string
+	Position       pgtype.Int8 // never null once stored; not given on create: the end of its stage
+	DateWon        pgtype.Timestamptz
+	ReasonLost     pgtype.Text
 	StatusID       int64 // 0 (not given on create): the "open" status
-	OrganizationID *int64
+	OrganizationID pgtype.Int8
 	CurrencyID     int64 // 0 (not given on create): the company's currency
 	UserOwnerID    int64 // 0 (not given on create): the key's user
 	UserCreatorID  int64
@@ -54,7 +56,7 @@ func (b *business) fields() []bodyField {
 
 // appendJSON appends b as JSON, keys in a fixed order; value is written from its exact decimal text.
 func (b *business) appendJSON(dst []byte) []byte {
-	return appendObject(dst, "id", &b.ID, "title", &b.Title, "value", (*decimal)(b.Value), "deadline", &b.Deadline,
+	return appendObject(dst, "id", &b.ID, "title", &b.Title, "value", (*decimal)(&b.Value), "deadline", &b.Deadline,
 		"private", &b.Private, "position", &b.Position, "dateWon", &b.DateWon, "reasonLost", &b.ReasonLost,
 		"statusId", &b.StatusID, "organizationId", &b.OrganizationID, "currencyId", &b.CurrencyID,
 		"userOwnerId", &b.UserOwnerID, "userCreatorId", &b.UserCreatorID, "boardId", &b.BoardID,
@@ -74,16 +76,14 @@ func (b *business) sortKey(sort string) (string, bool) {
 	case "title":
 		return b.Title, false
 	case "value":
-		v, ok := deref(b.Value)
-		return v, !ok
+		return b.Value.String, !b.Value.Valid
 	case "deadline":
-		if b.Deadline == nil {
+		if !b.Deadline.Valid {
 			return "", true
 		}
-		return timeKey(*b.Deadline), false
+		return timeKey(b.Deadline.Time), false
 	case "position":
-		p, _ := deref(b.Position)
-		return strconv.FormatInt(p, 10), false
+		return strconv.FormatInt(b.Position.Int64, 10), false
 	}
 	return "", false
 }
@@ -92,7 +92,7 @@ func (b *business) sortKey(sort string) (string, bool) {
 func (b *business) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
-		return deref(b.OrganizationID)
+		return b.OrganizationID.Int64, b.OrganizationID.Valid
 	case "stage":
 		return b.StageID, true
 	case "userCreator":
@@ -197,7 +197,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 		return b, err
 	}
 	b.UserCreatorID = t.userID
-	if b.Position == nil {
+	if !b.Position.Valid {
 		// Creates that default their position take turns per stage, so that each gets its own end of
 		// it. NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
 		const lock = `SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`
@@ -222,7 +222,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 // updateBusiness writes b over old in tx, like updateContact; stageId must stay a stage of boardId
 // whichever of them changes.
 func updateBusiness(ctx context.Context, tx *sql.Tx, companyID int64, old, b business) (business, error) {
-	if b.StatusID != old.StatusID || !equal(b.OrganizationID, old.OrganizationID) || b.CurrencyID != old.CurrencyID ||
+	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
 		if err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil {
 			return b, err

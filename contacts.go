@@ -5,28 +5,30 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // contact is a person the company deals with (API.md section 3, SEED-SPEC.md 2.1).
 type contact struct {
 	ID             int64
 	Name           string
-	Surname        *string
-	DNI            *string
-	JobTitle       *string
-	Email          *string
-	SecondaryEmail *string
-	Phone          *string
-	MobilePhone    *string
-	URLAvatar      *string
-	Address        *string
-	City           *string
+	Surname        pgtype.Text
+	DNI            pgtype.Text
+	JobTitle       pgtype.Text
+	Email          pgtype.Text
+	SecondaryEmail pgtype.Text
+	Phone          pgtype.Text
+	MobilePhone    pgtype.Text
+	URLAvatar      pgtype.Text
+	Address        pgtype.Text
+	City           pgtype.Text
 	WithSales      bool
-	CountryID      *int64
-	Classification *int64
-	StageID        *int64
-	OrganizationID *int64
-	AssignedToID   *int64
+	CountryID      pgtype.Int8
+	Classification pgtype.Int8
+	StageID        pgtype.Int8
+	OrganizationID pgtype.Int8
+	AssignedToID   pgtype.Int8
 	UserCreatorID  int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -79,8 +81,7 @@ func (c *contact) sortKey(sort string) (string, bool) {
 	case "name":
 		return c.Name, false
 	case "surname":
-		s, ok := deref(c.Surname)
-		return s, !ok
+		return c.Surname.String, !c.Surname.Valid
 	}
 	return "", false
 }
@@ -89,13 +90,13 @@ func (c *contact) sortKey(sort string) (string, bool) {
 func (c *contact) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
-		return deref(c.OrganizationID)
+		return c.OrganizationID.Int64, c.OrganizationID.Valid
 	case "country":
-		return deref(c.CountryID)
+		return c.CountryID.Int64, c.CountryID.Valid
 	case "stage":
-		return deref(c.StageID)
+		return c.StageID.Int64, c.StageID.Valid
 	case "assignedTo":
-		return deref(c.AssignedToID)
+		return c.AssignedToID.Int64, c.AssignedToID.Valid
 	case "userCreator":
 		return c.UserCreatorID, true
 	}
@@ -191,8 +192,8 @@ func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contac
 // it is gone, and fieldErrors for references the patch changed to objects the company does not have
 // (the ones already stored were checked when they were written, and the foreign keys keep them so).
 func updateContact(ctx context.Context, tx *sql.Tx, companyID int64, old, c contact) (contact, error) {
-	if !equal(c.CountryID, old.CountryID) || !equal(c.StageID, old.StageID) ||
-		!equal(c.OrganizationID, old.OrganizationID) || !equal(c.AssignedToID, old.AssignedToID) {
+	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
+		c.AssignedToID != old.AssignedToID {
 		if err := checkContactRefs(ctx, tx, companyID, &c); err != nil {
 			return c, err
 		}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Events (API.md section 11): every change of a contact, business record or organization writes an
@@ -42,8 +44,8 @@ type event struct {
 	Type      string
 	CreatedAt time.Time
 	RequestID string
-	Object    string  // the object as the API returns it, after the change (before, for *.deleted)
-	Previous  *string // previousAttributes, of an update
+	Object    string      // the object as the API returns it, after the change (before, for *.deleted)
+	Previous  pgtype.Text // previousAttributes, of an update
 }
 
 func (e *event) scanDest() []any {
@@ -61,9 +63,9 @@ func (e *event) appendJSON(b []byte) []byte {
 	b = appendString(b, e.RequestID)
 	b = append(b, `,"data":{"object":`...)
 	b = append(b, e.Object...)
-	if e.Previous != nil {
+	if e.Previous.Valid {
 		b = append(b, `,"previousAttributes":`...)
-		b = append(b, *e.Previous...)
+		b = append(b, e.Previous.String...)
 	}
 	return append(b, "}}"...)
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Hand-written JSON output, and writeJSON, which sends it. Every response body is appended into a []byte with these helpers, in a
@@ -97,13 +99,14 @@ func appendStrings(dst []byte, ss []string) []byte {
 // textID is an id that the API writes as a string of digits (contact ids, SEED-SPEC.md 2.1).
 type textID int64
 
-// decimal is the exact decimal text of a numeric, which the API writes as a JSON number as it is.
-type decimal string
+// decimal is the exact decimal text of a numeric, or null, which the API writes as a JSON number as it is.
+type decimal pgtype.Text
 
 // appendObject appends a JSON object of one member per name and value pair of kv, in order. A name
 // is a plain identifier; a value is a pointer to the field that holds it: *int64, *string, *bool,
-// *time.Time, *textID or *commaList, or a pointer to a pointer for a nullable field (nil: null), or a
-// *decimal (nil: null). One encoder for every object, so that each type's JSON is its list of members.
+// *time.Time, *textID or *commaList, or for a nullable field *pgtype.Int8, *pgtype.Text,
+// *pgtype.Timestamptz or *decimal. One encoder for every object, so that each type's JSON is its list
+// of members.
 func appendObject(b []byte, kv ...any) []byte {
 	b = append(b, '{')
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -124,14 +127,26 @@ func appendObject(b []byte, kv ...any) []byte {
 			b = append(strconv.AppendInt(append(b, '"'), int64(*v), 10), '"')
 		case *commaList:
 			b = appendStrings(b, *v)
-		case **int64:
-			b = appendNull(b, *v, func(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) })
-		case **string:
-			b = appendNull(b, *v, appendString)
-		case **time.Time:
-			b = appendNull(b, *v, appendTime)
+		case *pgtype.Int8:
+			b = appendNull(b, v.Valid)
+			if v.Valid {
+				b = strconv.AppendInt(b, v.Int64, 10)
+			}
+		case *pgtype.Text:
+			b = appendNull(b, v.Valid)
+			if v.Valid {
+				b = appendString(b, v.String)
+			}
+		case *pgtype.Timestamptz:
+			b = appendNull(b, v.Valid)
+			if v.Valid {
+				b = appendTime(b, v.Time)
+			}
 		case *decimal:
-			b = appendNull(b, v, func(b []byte, d decimal) []byte { return append(b, d...) })
+			b = appendNull(b, v.Valid)
+			if v.Valid {
+				b = append(b, v.String...)
+			}
 		default:
 			panic(fmt.Sprintf("appendObject: %s is a %T", kv[i], v))
 		}
@@ -139,12 +154,12 @@ func appendObject(b []byte, kv ...any) []byte {
 	return append(b, '}')
 }
 
-// appendNull appends *p with appendValue, or null when p is nil.
-func appendNull[T any](b []byte, p *T, appendValue func([]byte, T) []byte) []byte {
-	if p == nil {
-		return append(b, "null"...)
+// appendNull appends null unless valid: a nullable value's NULL.
+func appendNull(b []byte, valid bool) []byte {
+	if valid {
+		return b
 	}
-	return appendValue(b, *p)
+	return append(b, "null"...)
 }
 
 // appendTime appends t as a JSON string in UTC with exactly three fractional digits:

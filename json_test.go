@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 func FuzzAppendString(f *testing.F) {
@@ -100,11 +102,6 @@ func TestAppendTimeIsUTCWithThreeFractionalDigits(t *testing.T) {
 
 func TestAppendObjectWritesEachKindOfValue(t *testing.T) {
 	t.Parallel()
-	var none struct {
-		s *string
-		n *int64
-		t *time.Time
-	}
 	at := time.Date(2026, 11, 21, 9, 30, 0, 123_456_789, time.FixedZone("+02:00", 2*60*60))
 	for _, tt := range []struct {
 		name  string
@@ -117,14 +114,14 @@ func TestAppendObjectWritesEachKindOfValue(t *testing.T) {
 		{"a time, in UTC", &at, `"2026-11-21T07:30:00.123Z"`},
 		{"an id as text", ptrTo(textID(math.MaxInt64)), `"9223372036854775807"`},
 		{"a list of strings", &commaList{"a", `"b"`}, `["a","\"b\""]`},
-		{"a null string", &none.s, `null`},
-		{"an empty string", ptrTo(ptrTo("")), `""`},
-		{"a null int", &none.n, `null`},
-		{"a nullable int", ptrTo(ptrTo[int64](math.MaxInt64)), `9223372036854775807`},
-		{"a null time", &none.t, `null`},
-		{"a nullable time", ptrTo(&at), `"2026-11-21T07:30:00.123Z"`},
-		{"a null decimal", (*decimal)(nil), `null`},
-		{"a decimal, as written", ptrTo(decimal("0.10")), `0.10`},
+		{"a null string", &pgtype.Text{String: "x"}, `null`},
+		{"an empty string", &pgtype.Text{Valid: true}, `""`},
+		{"a null int", &pgtype.Int8{Int64: 7}, `null`},
+		{"a nullable int", &pgtype.Int8{Int64: math.MaxInt64, Valid: true}, `9223372036854775807`},
+		{"a null time", &pgtype.Timestamptz{Time: at}, `null`},
+		{"a nullable time", &pgtype.Timestamptz{Time: at, Valid: true}, `"2026-11-21T07:30:00.123Z"`},
+		{"a null decimal", &decimal{String: "1"}, `null`},
+		{"a decimal, as written", &decimal{String: "0.10", Valid: true}, `0.10`},
 	} {
 		got := string(appendObject([]byte("x"), "a", ptrTo[int64](1), "v", tt.value))
 		if want := `x{"a":1,"v":` + tt.want + `}`; got != want {
@@ -158,8 +155,8 @@ var (
 	trickyStrings = []string{`Ana "la <jefa>" & co`, `back\slash\`, "line\nbreak\r\n\ttab", "\x00\x01\x1f\x7f",
 		"\u2028\u2029", "🚀 ñandú 日本語", "\ufffd", "</script>", "'single'", "", "plain"}
 	everyField = func() contact {
-		ns := func(i int) *string { return &trickyStrings[i] }
-		ni := func(n int64) *int64 { return &n }
+		ns := func(i int) pgtype.Text { return pgtype.Text{String: trickyStrings[i], Valid: true} }
+		ni := func(n int64) pgtype.Int8 { return pgtype.Int8{Int64: n, Valid: true} }
 		return contact{
 			ID: math.MaxInt64, Name: trickyStrings[0], Surname: ns(1), DNI: ns(2), JobTitle: ns(3), Email: ns(4),
 			SecondaryEmail: ns(5), Phone: ns(6), MobilePhone: ns(7), URLAvatar: ns(8), Address: ns(9), City: ns(10),

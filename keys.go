@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // API keys (API.md sections 2 and 13): keys are random, shown once, stored only as a SHA-256 with a
@@ -99,8 +101,8 @@ type apiKey struct {
 	Scopes     commaList // stored comma-separated
 	UserID     int64
 	CreatedAt  time.Time
-	ExpiresAt  *time.Time
-	LastUsedAt *time.Time
+	ExpiresAt  pgtype.Timestamptz
+	LastUsedAt pgtype.Timestamptz
 }
 
 func (k *apiKey) key() int64 { return k.ID }
@@ -143,13 +145,13 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 }
 
 // expiry sets when a key expires: a time in the future (nullableTime's rules), or null for never.
-func expiry(p **time.Time) func(json.RawMessage) string {
+func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	set := nullableTime(p)
 	return func(raw json.RawMessage) string {
 		if msg := set(raw); msg != "" {
 			return msg
 		}
-		if *p != nil && !(*p).After(time.Now()) {
+		if p.Valid && !p.Time.After(time.Now()) {
 			return "must be in the future"
 		}
 		return ""
@@ -209,7 +211,7 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		var expiresIn *int64
+		var expiresIn pgtype.Int8
 		wr := startWrite(w, r, st, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
 		if wr == nil {
 			return
@@ -221,8 +223,7 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			RETURNING name, scopes, user_id, hash`
 		var old apiKey
 		var hash []byte
-		seconds, _ := deref(expiresIn)
-		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, seconds).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
+		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, expiresIn.Int64).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
 		if errors.Is(err, sql.ErrNoRows) {
 			err = errNotFound
 		}
@@ -338,8 +339,7 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 	}
 	k := apiKey{Name: "", Scopes: scopes, UserID: userID}
 	if lifetime > 0 {
-		expires := time.Now().Add(lifetime).UTC().Truncate(time.Millisecond)
-		k.ExpiresAt = &expires
+		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
 	_, key, err := insertAPIKey(ctx, s.db, companyID, k)
 	return key, err
@@ -410,7 +410,7 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
 	var scopes string
-	var expires *time.Time
+	var expires pgtype.Timestamptz
 	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, &scopes, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, errNotFound
@@ -419,6 +419,6 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		return t, fmt.Errorf("look up key: %w", err)
 	}
 	t.scopes = strings.Split(scopes, ",")
-	t.expiresAt, _ = deref(expires)
+	t.expiresAt = expires.Time
 	return t, nil
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Reference resources (API.md section 4): the objects *Id fields point at, so that a client can find
@@ -24,8 +26,8 @@ type user struct {
 	refObject
 	ID        int64
 	Name      string
-	Surname   *string
-	Email     *string
+	Surname   pgtype.Text
+	Email     pgtype.Text
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -41,7 +43,7 @@ type organization struct {
 type stage struct {
 	refObject
 	ID        int64
-	BoardID   *int64 // null for contact stages
+	BoardID   pgtype.Int8 // null for contact stages
 	Name      string
 	Position  int64
 	CreatedAt time.Time

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Webhooks (API.md section 12): a company's endpoints, and a worker in every server that posts each
@@ -71,10 +73,10 @@ type webhookEndpoint struct {
 	ID             int64
 	URL            string
 	Events         eventFilters
-	Description    *string
+	Description    pgtype.Text
 	Enabled        bool
-	DisabledReason *string // why the server disabled it
-	Secret         string  // set only in the answer to its creation
+	DisabledReason pgtype.Text // why the server disabled it
+	Secret         string      // set only in the answer to its creation
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -298,7 +300,7 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			v := found[0]
 			applyMembers(wr.members, v.fields(), readOnlyFields) // checked above
 			if v.Enabled {
-				v.DisabledReason = nil
+				v.DisabledReason = pgtype.Text{}
 			}
 			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
 				v, err = updateWebhook(r.Context(), wr.tx, t.companyID, v)
@@ -359,10 +361,10 @@ type delivery struct {
 	EventType      string
 	Status         string // pending, delivered or failed
 	Attempts       int64
-	LastStatusCode *int64
-	LastError      *string
+	LastStatusCode pgtype.Int8
+	LastError      pgtype.Text
 	NextAttemptAt  time.Time // shown while pending
-	DeliveredAt    *time.Time
+	DeliveredAt    pgtype.Timestamptz
 	CreatedAt      time.Time
 }
 
@@ -372,10 +374,7 @@ func (d *delivery) scanDest() []any {
 }
 
 func (d *delivery) appendJSON(b []byte) []byte {
-	next := &d.NextAttemptAt
-	if d.Status != "pending" {
-		next = nil
-	}
+	next := pgtype.Timestamptz{Time: d.NextAttemptAt, Valid: d.Status == "pending"}
 	return appendObject(b, "id", &d.ID, "eventId", &d.EventID, "eventType", &d.EventType, "status", &d.Status,
 		"attempts", &d.Attempts, "lastStatusCode", &d.LastStatusCode, "lastError", &d.LastError,
 		"nextAttemptAt", &next, "deliveredAt", &d.DeliveredAt, "createdAt", &d.CreatedAt)
