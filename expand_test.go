@@ -63,10 +63,7 @@ func newRefWorld(t *testing.T) *refWorld {
 	t.Helper()
 	w := &refWorld{testCompany: newTestCompany(t), refs: map[string][]byte{}}
 	w.user2 = sqlID(t, `INSERT INTO users (company_id, name, surname, email) VALUES ($1, 'Zoë "Z" <zz>', 'Gil', 'zoe@example.com') RETURNING id`, w.id)
-	var err error
-	if w.key2, err = testEnv.st.createAPIKey(t.Context(), w.id, w.user2, []string{"*"}, 0); err != nil {
-		t.Fatal(err)
-	}
+	w.key2 = addKey(t, w.id, w.user2)
 	for i := range w.orgs {
 		w.orgs[i] = sqlID(t, `INSERT INTO organizations (company_id, name) VALUES ($1, $2) RETURNING id`,
 			w.id, fmt.Sprintf("Ünïcødé \"%d\" \\ <b>&amp; \u2028 tab\t %s", i, randomHex(3)))

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -124,14 +123,7 @@ func listIDs(t *testing.T, key, path string) []int64 {
 func TestEveryRouteAnswersABadKeyWith401(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
-	if err == nil {
-		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := []struct{ name, key string }{{"no", ""}, {"an unknown", "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, {"a revoked", revoked},
+	keys := []struct{ name, key string }{{"no", ""}, {"an unknown", "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}, {"a revoked", revokedKey(t, c.id)},
 		{"not a", "hello"}, {"one character off from a", c.key[:len(c.key)-1] + string(c.key[len(c.key)-1]^1)}}
 	var first *problemBody
 	want401 := func(t *testing.T, r response) {

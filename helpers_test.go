@@ -301,6 +301,26 @@ func newTestCompany(t *testing.T) testCompany {
 	return testCompany{id: nc.CompanyID, userID: nc.UserID, key: nc.APIKey}
 }
 
+// addKey makes another key of the company, with every scope, acting as user (0: the first user).
+func addKey(t *testing.T, companyID, user int64) string {
+	t.Helper()
+	key, err := testEnv.st.createAPIKey(context.Background(), companyID, user, []string{"*"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// revokedKey makes a key of the company and revokes it.
+func revokedKey(t *testing.T, companyID int64) string {
+	t.Helper()
+	key := addKey(t, companyID, 0)
+	if err := testEnv.st.revokeAPIKey(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // response is a finished HTTP exchange.
 type response struct {
 	method, path string // of the request

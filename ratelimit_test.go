@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -18,10 +17,7 @@ import (
 func TestRateLimitHeadersAnd429PerKey(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	other, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := addKey(t, c.id, 0)
 	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "1"}, &syncBuffer{})
 	// A burst of 2 lets two requests through; the bucket then refills at one a second, so of twelve
 	// quick requests most are refused. Every answer to a key, whatever its status, reports the limit.
@@ -87,13 +83,7 @@ func TestRateLimiterBucket(t *testing.T) {
 func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
-	if err == nil {
-		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	revoked := revokedKey(t, c.id)
 	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
 	for i := range 20 {
 		want := http.StatusUnauthorized
