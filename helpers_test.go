@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -775,4 +777,50 @@ func (p *dbProxy) forward(c net.Conn) {
 			return
 		}
 	}
+}
+
+// buildServer builds the rolodex binary into a temporary folder of the test and returns its path.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rolodex")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is `rolodex serve` running as a process of its own.
+type process struct {
+	cmd    *exec.Cmd
+	base   string
+	log    *syncBuffer // its stderr
+	exited chan error  // receives what Wait returned, then is closed
+}
+
+// startProcess runs the binary bin as `rolodex serve [flags]` with env on a free port, and returns
+// once it is healthy; it is killed when the test ends, if it still runs.
+func startProcess(t *testing.T, bin string, flags []string, env ...string) *process {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: exec.Command(bin, append([]string{"serve"}, flags...)...), base: "http://" + addr,
+		log: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), append(env, "ROLODEX_ADDR="+addr)...)
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	if err := waitHealthy(p.base, p.exited); err != nil {
+		t.Fatalf("rolodex serve: %v\n%s", err, p.log.String())
+	}
+	return p
 }

@@ -12,9 +12,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -219,28 +216,9 @@ func storedContacts(t *testing.T, dbURL string, companyID int64) map[string]stri
 
 func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "rolodex")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	c := newTestCompany(t)
-	addr, _ := freeAddr()
-	var stderr syncBuffer
-	cmd := exec.Command(bin, "serve", "-shutdown-timeout", "10s")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+testEnv.dbURL, "ROLODEX_ADDR="+addr, "ROLODEX_RATE_LIMIT=0")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer cmd.Process.Kill()
-	base := "http://" + addr
-	if err := waitHealthy(base, exited); err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
+	p := startProcess(t, buildServer(t), []string{"-shutdown-timeout", "10s"}, "DATABASE_URL="+testEnv.dbURL, "ROLODEX_RATE_LIMIT=0")
+	base, stderr := p.base, p.log
 
 	// A load of creates, and one slow create whose body is still arriving when SIGTERM comes.
 	lr := newLoadResult()
@@ -267,7 +245,7 @@ func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	}()
 	pw.Write([]byte(`{"name":`))
 	time.Sleep(500 * time.Millisecond) // load runs; the slow request is in flight
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -277,7 +255,7 @@ func TestSIGTERMFinishesRequestsInFlightAndExits0(t *testing.T) {
 	wg.Wait()
 
 	select {
-	case err := <-exited:
+	case err := <-p.exited:
 		if err != nil {
 			t.Errorf("exit: %v; want status 0\n%s", err, stderr.String())
 		}
