@@ -185,17 +185,7 @@ func TestBusinessMoneyRoundTrips(t *testing.T) {
 			}
 		})
 	}
-	t.Run("PATCH sets and null clears the value", func(t *testing.T) {
-		path := createPath(t, c.key, "/v1/business", `{"title": "Money", "value": 5}`)
-		for _, v := range []string{"0.10", "null"} {
-			if r := wantStatus(t, call(t, "PATCH", path, c.key, `{"value": `+v+`}`), http.StatusOK); bizValue(t, r.body) != v {
-				t.Errorf("PATCH value %s: %s", v, r.body)
-			}
-			if r := mustGet(t, c.key, path); bizValue(t, r.body) != v {
-				t.Errorf("GET after PATCH value %s: %s", v, r.body)
-			}
-		}
-	})
+	// A PATCH of a value, or of null, is the shared tests' of handlers_test.go.
 }
 
 func TestParseMoney(t *testing.T) {

@@ -144,17 +144,15 @@ func fetchRef(t *testing.T, path, key string) []byte {
 	return bytes.TrimSuffix(b, []byte("\n"))
 }
 
-// Each expand[] value alone, on every request that answers objects: the expansion is the object its
-// id points at, or null where the id is null.
+// Each expand[] value alone, on every request that answers an object (lists are
+// TestExpandEverySetAndRetrieveAsList's): the expansion is the object its id points at, or null
+// where the id is null.
 func TestExpandEveryValueOnEveryEndpoint(t *testing.T) {
 	t.Parallel()
 	w := newRefWorld(t)
 	nulls := map[string]string{"/v1/business": `{"organizationId":null}`,
 		"/v1/contacts": `{"organizationId":null,"countryId":null,"stageId":null,"assignedToId":null}`}
 	for resource, specs := range expsOf {
-		// The list holds objects of both users pointing at different objects, and each subtest's own.
-		create(t, w.key, resource, w.body(resource, 0))
-		wantStatus(t, call(t, "POST", resource, w.key2, w.body(resource, 1)), http.StatusCreated)
 		for _, s := range specs {
 			t.Run(resource+" with expand[]="+s.name, func(t *testing.T) {
 				q, want := "?"+expQuery(s.name), []string{s.name}
@@ -177,15 +175,6 @@ func TestExpandEveryValueOnEveryEndpoint(t *testing.T) {
 				}
 				do("PATCH", path, `{}`, http.StatusOK)
 				do("PATCH", path, nulls[resource], http.StatusOK)
-
-				list := resource + "?limit=100&" + expQuery(s.name)
-				page := listPage[json.RawMessage](t, w.key, list)
-				for i, raw := range page.Data {
-					w.checkExpanded(t, fmt.Sprintf("GET %s: data[%d]", list, i), raw, specs, want)
-				}
-				if len(page.Data) < 4 {
-					t.Errorf("GET %s: %d objects; want at least 4", list, len(page.Data))
-				}
 			})
 		}
 	}
@@ -197,12 +186,14 @@ func TestExpandEverySetAndRetrieveAsList(t *testing.T) {
 	t.Parallel()
 	w := newRefWorld(t)
 	for resource, specs := range expsOf {
-		// Besides those with every reference and none, one with some, to a user whose fields are null.
+		// Besides those with every reference and none, one with some, to a user whose fields are null;
+		// one is user2's, whom the others point at.
 		mixed := map[string]string{"/v1/business": fmt.Sprintf(`{"title":"Mixed","organizationId":%d}`, w.orgs[1]),
 			"/v1/contacts": fmt.Sprintf(`{"name":"Mixed","organizationId":%d,"countryId":250,"assignedToId":%d}`, w.orgs[1], w.userID)}
-		for _, body := range []string{bareBody[resource], w.body(resource, 0), w.body(resource, 1), mixed[resource]} {
+		for _, body := range []string{bareBody[resource], w.body(resource, 0), mixed[resource]} {
 			create(t, w.key, resource, body)
 		}
+		create(t, w.key2, resource, w.body(resource, 1))
 		names := expNames(specs)
 		for set := range 1 << len(names) {
 			var subset []string

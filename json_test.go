@@ -39,20 +39,6 @@ func FuzzAppendString(f *testing.F) {
 	})
 }
 
-func TestAppendStringSeedsMatchJSONMarshal(t *testing.T) {
-	t.Parallel()
-	// The fuzz seeds run under plain go test too; this names the cases that matter most.
-	for in, want := range map[string]string{
-		"": `""`, "plain": `"plain"`, `a"b\c`: `"a\"b\\c"`, "\b\f\n\r\t": `"\b\f\n\r\t"`,
-		"\x00\x01\x1f": `"\u0000\u0001\u001f"`, "<>&": `"\u003c\u003e\u0026"`, "\u2028\u2029": `"\u2028\u2029"`,
-		"\x7f": "\"\x7f\"", "\xff": `"\ufffd"`, "a\xed\xa0\x80b": `"a\ufffd\ufffd\ufffdb"`, "🚀é": `"🚀é"`,
-	} {
-		if got := string(appendString(nil, in)); got != want {
-			t.Errorf("appendString(%q) = %s; want %s", in, got, want)
-		}
-	}
-}
-
 // FuzzAppendTime holds appendTime to time's own formatting of the API's layout, for the years a
 // stored time can have (1 to 9999).
 func FuzzAppendTime(f *testing.F) {

@@ -161,7 +161,6 @@ func TestLongQueryStringsAre400NotWork(t *testing.T) {
 	for _, tt := range []struct{ name, path, code string }{
 		{"10,000 expand[] values", "/v1/contacts?" + strings.Repeat("expand[]=organization&", 10_000), "invalid_parameter"},
 		{"10,000 short expand[] values", "/v1/contacts/1?" + strings.Repeat("expand[]=x&", 10_000), "invalid_parameter"},
-		{"17 expand[] values", "/v1/contacts?" + strings.Repeat("expand[]=organization&", 17), "invalid_expand"},
 		{"a 100 KB q", "/v1/contacts?q=" + strings.Repeat("a", 100_000), "invalid_parameter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
