@@ -69,10 +69,7 @@ func TestUnknownPathsAre404AndWrongMethods405(t *testing.T) {
 		{"GET", "/v1/nope", c.key, 404, ""}, {"GET", "/v1/contacts/1/extra", c.key, 404, ""}, {"GET", "/v1", c.key, 404, ""},
 		// Without a key, a /v1 path asks for one first; any other unknown path is simply 404.
 		{"GET", "/v1/nope", "", 401, ""}, {"GET", "/v2/contacts", "", 404, ""},
-		{"DELETE", "/healthz", "", 405, "GET, HEAD"},
-		{"PUT", "/v1/contacts", c.key, 405, "GET, HEAD, POST"},
-		{"POST", "/v1/contacts/1", c.key, 405, "GET, HEAD, PATCH, DELETE"},
-		{"DELETE", "/v1/statuses", c.key, 405, "GET, HEAD"},
+		{"DELETE", "/healthz", "", 405, "GET, HEAD"}, // the API's paths are TestEveryPathAnswersAWrongMethodWith405AndAllow's
 	} {
 		r := call(t, tt.method, tt.path, tt.key, "")
 		wantProblem(t, r, tt.status, map[int]string{401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}[tt.status])
