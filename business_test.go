@@ -23,9 +23,6 @@ var bizKeys = []string{"id", "title", "value", "deadline", "private", "position"
 // bizNoSuchID is an id no object has: identities count from 1 and tests make a few thousand rows.
 const bizNoSuchID = 1 << 60
 
-// bizPath is the path of the business id.
-func bizPath(id int64) string { return itemPath("/v1/business", id) }
-
 // bizValue returns the text of "value" in a business body, exactly as the server wrote it.
 func bizValue(t *testing.T, body []byte) string {
 	t.Helper()
@@ -176,7 +173,7 @@ func TestBusinessMoneyRoundTrips(t *testing.T) {
 		"9999999999999.99": "9999999999999.99"} {
 		t.Run(in+" reads back as "+want, func(t *testing.T) {
 			o, r := create(t, c.key, "/v1/business", `{"title": "Money", "value": `+in+`}`)
-			g := mustGet(t, c.key, bizPath(o.id()))
+			g := mustGet(t, c.key, itemPath("/v1/business", o.id()))
 			// The text is the exact decimal, a JSON number a client decodes without loss.
 			sent, _ := new(big.Rat).SetString(in)
 			read, ok := new(big.Rat).SetString(bizValue(t, g.body))
@@ -215,7 +212,7 @@ func TestBusinessTimestampsAreReadBackInUTCWithMilliseconds(t *testing.T) {
 			"2026-12-01T10:00:00.123456Z": "2026-12-01T10:00:00.123Z", "2026-12-01T10:00:00Z": "2026-12-01T10:00:00.000Z",
 			"2026-12-01T10:00:00.1-05:30": "2026-12-01T15:30:00.100Z", "2026-11-21T09:30:00.123Z": "2026-11-21T09:30:00.123Z"} {
 			o, _ := create(t, c.key, "/v1/business", fmt.Sprintf(`{"title": "Dated", %q: %q}`, field, in))
-			if got, again := o[field], decode[obj](t, mustGet(t, c.key, bizPath(o.id())).body)[field]; got != want || again != want {
+			if got, again := o[field], decode[obj](t, mustGet(t, c.key, itemPath("/v1/business", o.id())).body)[field]; got != want || again != want {
 				t.Errorf("%s %s: POST answered %v, GET %v; want %s", field, in, got, again, want)
 			}
 		}

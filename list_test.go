@@ -302,23 +302,22 @@ func contactFilterCases(t *testing.T, f *listFixture) []filterCase {
 }
 
 func businessFilterCases(t *testing.T, f *listFixture) []filterCase {
-	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 	q := func(text string) filterCase {
 		return filterCase{"q=" + url.QueryEscape(text), func(o obj) bool { return containsFold([]any{o["title"]}, text) }}
 	}
 	cases := []filterCase{
-		{"organizationId=" + id(f.orgs[0]), idIn("organizationId", f.orgs[0])},
-		{"stageId=" + id(f.bizStages[1]), idIn("stageId", f.bizStages[1])},
-		{"stageId=" + id(f.bizStages[0]) + "," + id(f.bizStages[1]), idIn("stageId", f.bizStages...)},
-		{"boardId=" + id(f.boards[0]), idIn("boardId", f.boards[0])},
+		{"organizationId=" + join(f.orgs[0]), idIn("organizationId", f.orgs[0])},
+		{"stageId=" + join(f.bizStages[1]), idIn("stageId", f.bizStages[1])},
+		{"stageId=" + join(f.bizStages...), idIn("stageId", f.bizStages...)},
+		{"boardId=" + join(f.boards[0]), idIn("boardId", f.boards[0])},
 		{"statusId=2", idIn("statusId", 2)},
 		{"statusId=1,3", idIn("statusId", 1, 3)},
-		{"userOwnerId=" + id(f.users[2]), idIn("userOwnerId", f.users[2])},
+		{"userOwnerId=" + join(f.users[2]), idIn("userOwnerId", f.users[2])},
 		{"currencyId=840", idIn("currencyId", 840)},
 		{"private=true", func(o obj) bool { return o["private"] == true }},
 		{"private=false", func(o obj) bool { return o["private"] == false }},
 		q("pilot"), q("ÄRGER"), q("100%"), q("f_"), q("zeta d"),
-		{"boardId=" + id(f.boards[0]) + "&statusId=1&private=false&q=p", func(o obj) bool {
+		{"boardId=" + join(f.boards[0]) + "&statusId=1&private=false&q=p", func(o obj) bool {
 			return num(o["boardId"]) == f.boards[0] && num(o["statusId"]) == 1 && o["private"] == false &&
 				containsFold([]any{o["title"]}, "p")
 		}},

@@ -14,6 +14,24 @@ import (
 // The shared test server's limits are far above what the suite sends; these tests start servers of
 // their own with the limits they test.
 
+// guessKeys sends n made-up keys to the server at base, the i-th with X-Forwarded-For xff(i) (""
+// for none), and fails the test unless the first limit are 401 and the rest 429.
+func guessKeys(t *testing.T, base string, n, limit int, xff func(i int) string) {
+	t.Helper()
+	for i := range n {
+		want := http.StatusUnauthorized
+		if i >= limit {
+			want = http.StatusTooManyRequests
+		}
+		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "", "X-Forwarded-For", xff(i)); r.status != want {
+			t.Fatalf("bad key %d (X-Forwarded-For %q): %d; want %d", i+1, xff(i), r.status, want)
+		}
+	}
+}
+
+// noXFF sends no X-Forwarded-For.
+func noXFF(int) string { return "" }
+
 func TestRateLimitHeadersAnd429PerKey(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
@@ -85,15 +103,7 @@ func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	c := newTestCompany(t)
 	revoked := revokedKey(t, c.id)
 	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
-	for i := range 20 {
-		want := http.StatusUnauthorized
-		if i >= 3 {
-			want = http.StatusTooManyRequests
-		}
-		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), ""); r.status != want {
-			t.Fatalf("bad key %d: %d; want %d", i+1, r.status, want)
-		}
-	}
+	guessKeys(t, base, 20, 3, noXFF)
 	// The address is limited; this server has never seen the company's key.
 	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
 		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
@@ -118,9 +128,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3",
 		"ROLODEX_WEBHOOK_SLOTS": "0"}, &syncBuffer{})
 	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
-	for i := range 3 {
-		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
-	}
+	guessKeys(t, base, 3, 3, noXFF)
 	// 2,000 distinct random keys from 16 connections: none can be valid, so none is looked up.
 	const n, workers = 2000, 16
 	statuses := make(chan int, n)
@@ -276,24 +284,12 @@ func TestFailureLimitBelievesForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	t.Run("by default X-Forwarded-For is ignored", func(t *testing.T) {
 		t.Parallel()
 		base := startServer(t, map[string]string{limit: "3"}, &syncBuffer{})
-		for i := range 4 {
-			want := http.StatusUnauthorized
-			if i == 3 {
-				want = http.StatusTooManyRequests
-			}
-			if got := guess(base, "203.0.113."+strconv.Itoa(i)); got != want {
-				t.Errorf("bad key %d, each with another X-Forwarded-For: %d; want %d", i+1, got, want)
-			}
-		}
+		guessKeys(t, base, 4, 3, func(i int) string { return "203.0.113." + strconv.Itoa(i) })
 	})
 	t.Run("behind a trusted proxy each client has its own limit", func(t *testing.T) {
 		t.Parallel()
 		base := startServer(t, map[string]string{limit: "3", "ROLODEX_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.0/8"}, &syncBuffer{})
-		for i := range 3 {
-			if got := guess(base, "203.0.113.1"); got != http.StatusUnauthorized {
-				t.Fatalf("bad key %d from 203.0.113.1: %d; want 401", i+1, got)
-			}
-		}
+		guessKeys(t, base, 3, 3, func(int) string { return "203.0.113.1" })
 		for xff, want := range map[string]int{
 			"203.0.113.1":               http.StatusTooManyRequests, // limited
 			"198.51.100.7, 203.0.113.1": http.StatusTooManyRequests, // a forged entry on the left changes nothing

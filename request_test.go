@@ -123,11 +123,9 @@ func hostileCases(contact, deal, org string) []hostileCase {
 		add("POST", "/v1/business?"+ev+"=1", `{"title":"x"}`)
 		add("POST", "/v1/organizations?limit="+ev, `{"name":"x"}`)
 	}
-	for _, p := range append(lists, gets...) {
-		add("GET", p+"?"+strings.Repeat("expand[]=organization&", 10_000), "")
-	}
 
-	// Bodies: each writable endpoint with one hostile field beside a good one.
+	// Bodies: each writable endpoint with one hostile field beside a good one. (10,000 expand[] values
+	// are TestLongQueryStringsAre400NotWork's, malformed JSON TestMalformedBodiesAre400's.)
 	contactTyped := []string{"email", "secondaryEmail", "urlAvatar", "withSales", "countryId", "classification",
 		"stageId", "organizationId", "assignedToId"}
 	bizTyped := []string{"value", "deadline", "private", "position", "dateWon", "statusId", "organizationId",
@@ -163,9 +161,7 @@ func hostileCases(contact, deal, org string) []hostileCase {
 		}
 		nested := strings.Repeat(`{"a":`, 20_000) + "1" + strings.Repeat("}", 20_000)
 		for _, body := range []string{
-			"", "[]", `"str"`, "null", "1", `[{"name":"x","title":"x"}]`, "{" + tg.good + "} {}", "{" + tg.good,
-			with(tg.good), // the same name twice
-			with(`"x":"a` + "\x00" + `"`), with(`"name":"a\u0000"`), with(`"title":"a\u0000"`),
+			`[{"name":"x","title":"x"}]`, with(`"x":"a` + "\x00" + `"`), with(`"name":"a\u0000"`), with(`"title":"a\u0000"`),
 			with(`"x":"` + "\xff\xfe" + `"`), "{\"name\":\"\xc3\x28\",\"title\":\"\xc3\x28\"}",
 			with(`"name":["x"]`), with(`"title":{"x":1}`), with(`"name":` + nested), nested,
 			strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000),
