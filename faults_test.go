@@ -34,15 +34,12 @@ type faultDB struct {
 }
 
 func newFaultDB(t *testing.T) *faultDB {
-	dir, err := os.MkdirTemp("", "rolodex-faults-pg-") // reachable by the postgres user, unlike t.TempDir
-	if err != nil {
+	db := &faultDB{dir: pgTestDir(t)}
+	var err error
+	if db.pg, err = startLocalPG(context.Background(), db.dir, false); err != nil {
 		t.Fatal(err)
 	}
-	db := &faultDB{dir: dir}
-	t.Cleanup(func() { db.pg.Stop(); os.RemoveAll(dir) })
-	if db.pg, err = startLocalPG(context.Background(), dir, false); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { db.pg.Stop() })
 	db.proxy, db.url = newDBProxy(t, db.pg.URL("postgres"))
 	return db
 }
