@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -405,20 +404,6 @@ func exchange(client *http.Client, req *http.Request) (response, error) {
 
 // rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
 var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-
-// gunzip returns the gzip stream b uncompressed.
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	var out []byte
-	if err == nil {
-		out, err = io.ReadAll(zr)
-	}
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
-	}
-	return out
-}
 
 // wantStatus stops the test unless r has the status want, and returns r.
 func wantStatus(t *testing.T, r response, want int) response {
