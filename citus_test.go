@@ -17,13 +17,18 @@ import (
 // These tests are of the Citus cluster that make test-citus starts; on one PostgreSQL there is
 // nothing of theirs to test.
 
-// TestCitusDistributesEveryTenantTableByCompany: migrate made every table with a company_id a
-// distributed table by company_id, all in one colocation group, and the others reference tables.
-func TestCitusDistributesEveryTenantTableByCompany(t *testing.T) {
+// needCitus skips the test unless the database is a Citus cluster's, and runs it in parallel.
+func needCitus(t *testing.T) {
 	if !testEnv.citus {
 		t.Skip("not a Citus cluster (make test-citus)")
 	}
 	t.Parallel()
+}
+
+// TestCitusDistributesEveryTenantTableByCompany: migrate made every table with a company_id a
+// distributed table by company_id, all in one colocation group, and the others reference tables.
+func TestCitusDistributesEveryTenantTableByCompany(t *testing.T) {
+	needCitus(t)
 	rows, err := testEnv.st.db.Query(`SELECT c.relname, p.partmethod, coalesce(column_to_column_name(p.logicalrelid, p.partkey), ''),
 			p.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'contacts'::regclass)
 		FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid
@@ -66,10 +71,7 @@ func TestCitusDistributesEveryTenantTableByCompany(t *testing.T) {
 // events feed, and writes) plans one task on one worker's shard: Citus's router, no fan-out.
 // go test -v shows the plans.
 func TestCitusRoutesACompanysStatementsToOneShard(t *testing.T) {
-	if !testEnv.citus {
-		t.Skip("not a Citus cluster (make test-citus)")
-	}
-	t.Parallel()
+	needCitus(t)
 	c := newTestCompany(t)
 	list, aerr := contactLists.parse(url.Values{"sort": {"-updatedAt"}, "stageId": {"1,2"}})
 	if aerr != nil {
@@ -114,10 +116,7 @@ var shardScan = regexp.MustCompile(`on [a-z_]+_[0-9]+`)
 // and the feed serves the events from before the move and then those after it; a feed cursor
 // from before is refused.
 func TestCitusDistributesADatabaseInUse(t *testing.T) {
-	if !testEnv.citus {
-		t.Skip("not a Citus cluster (make test-citus)")
-	}
-	t.Parallel()
+	needCitus(t)
 	ctx := context.Background()
 	dbURL := freshDatabase(t)
 	if err := adminExec(ctx, dbURL, `DROP EXTENSION citus`); err != nil { // one PostgreSQL, as before the move

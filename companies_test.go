@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Tests of companies.go beyond createCompany (store_test.go): the demo company of `rolodex dev`, and
+// Tests of companies.go: what a new company starts with, the demo company of `rolodex dev`, and
 // `rolodex migrate` on an empty database, which it needs first.
 
 func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
@@ -55,5 +55,20 @@ func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
 	r := callAt(t, nil, startServer(t, env, io.Discard), "GET", "/v1/contacts?q=garc", renewed.APIKey, "")
 	if r.status != 200 || !strings.Contains(string(r.body), `"surname":"García"`) {
 		t.Errorf("GET /v1/contacts?q=garc with the demo key = %d %.200s; want García contacts", r.status, r.body)
+	}
+}
+
+func TestCreateCompanyMakesDefaults(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	var got string
+	err := testEnv.st.db.QueryRow(`SELECT concat_ws(' | ',
+		(SELECT string_agg(name, ',' ORDER BY position, id) FROM stages WHERE company_id = $1 AND board_id IS NULL),
+		(SELECT string_agg(b.name || ': ' || (SELECT string_agg(s.name, ',' ORDER BY s.position, s.id) FROM stages s
+			WHERE s.company_id = b.company_id AND s.board_id = b.id), ';') FROM boards b WHERE b.company_id = $1 AND b.is_default),
+		(SELECT default_currency_id FROM companies WHERE id = $1))`, c.id).Scan(&got)
+	want := "Lead,Prospect,Customer | Sales pipeline: Qualified,Contact made,Proposal sent,Negotiation,Closing | 978"
+	if err != nil || got != want {
+		t.Errorf("a new company's contact stages | default board: its stages | currency:\n got %s (%v)\nwant %s", got, err, want)
 	}
 }

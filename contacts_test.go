@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -92,10 +91,6 @@ func TestContactIDIsAStringAndUnsetFieldsAreNull(t *testing.T) {
 		`"createdAt":"%s","updatedAt":"%s"}`+"\n", o.id(), c.userID, o["createdAt"], o["createdAt"])
 	if string(r.body) != want {
 		t.Errorf("POST {\"name\":\"Ana\"} = %s; want %s", r.body, want)
-	}
-	// A list element is the same contact, its id a string too.
-	if page := listPage[json.RawMessage](t, c.key, "/v1/contacts"); len(page.Data) != 1 || string(page.Data[0])+"\n" != want {
-		t.Errorf("list %s; want the one contact %s", page.Data, want)
 	}
 }
 

@@ -7,7 +7,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -21,6 +20,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -301,6 +302,26 @@ func newTestCompany(t *testing.T) testCompany {
 	return testCompany{id: nc.CompanyID, userID: nc.UserID, key: nc.APIKey}
 }
 
+// addKey makes another key of the company, with every scope, acting as user (0: the first user).
+func addKey(t *testing.T, companyID, user int64) string {
+	t.Helper()
+	key, err := testEnv.st.createAPIKey(context.Background(), companyID, user, []string{"*"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// revokedKey makes a key of the company and revokes it.
+func revokedKey(t *testing.T, companyID int64) string {
+	t.Helper()
+	key := addKey(t, companyID, 0)
+	if err := testEnv.st.revokeAPIKey(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // response is a finished HTTP exchange.
 type response struct {
 	method, path string // of the request
@@ -383,20 +404,6 @@ func exchange(client *http.Client, req *http.Request) (response, error) {
 
 // rawClient leaves Content-Encoding to the test instead of undoing gzip itself.
 var rawClient = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-
-// gunzip returns the gzip stream b uncompressed.
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	var out []byte
-	if err == nil {
-		out, err = io.ReadAll(zr)
-	}
-	if err != nil {
-		t.Fatalf("gunzip: %v", err)
-	}
-	return out
-}
 
 // wantStatus stops the test unless r has the status want, and returns r.
 func wantStatus(t *testing.T, r response, want int) response {
@@ -755,4 +762,50 @@ func (p *dbProxy) forward(c net.Conn) {
 			return
 		}
 	}
+}
+
+// buildServer builds the rolodex binary into a temporary folder of the test and returns its path.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "rolodex")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is `rolodex serve` running as a process of its own.
+type process struct {
+	cmd    *exec.Cmd
+	base   string
+	log    *syncBuffer // its stderr
+	exited chan error  // receives what Wait returned, then is closed
+}
+
+// startProcess runs the binary bin as `rolodex serve [flags]` with env on a free port, and returns
+// once it is healthy; it is killed when the test ends, if it still runs.
+func startProcess(t *testing.T, bin string, flags []string, env ...string) *process {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: exec.Command(bin, append([]string{"serve"}, flags...)...), base: "http://" + addr,
+		log: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), append(env, "ROLODEX_ADDR="+addr)...)
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+	})
+	if err := waitHealthy(p.base, p.exited); err != nil {
+		t.Fatalf("rolodex serve: %v\n%s", err, p.log.String())
+	}
+	return p
 }

@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Tests of keys.go and the scope checks of auth.go: /v1/apiKeys, scopes, expiry, rolling
-// (API.md sections 2 and 13).
+// Tests of keys.go and the scope checks of auth.go: keys in the store, the key commands,
+// /v1/apiKeys, scopes, expiry, rolling (API.md sections 2 and 13).
 
 type newKey struct {
 	ID         int64
@@ -235,5 +241,85 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 	}
 	if tested < 30 {
 		t.Errorf("%d operations tested; want every keyed operation of the document", tested)
+	}
+}
+
+func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	st := testEnv.st
+	resolve := func(key string) (tenant, error) { return newAuthenticator(st).resolve(ctx, key, false) }
+
+	key, err := st.createAPIKey(ctx, c.id, c.userID, []string{"*"}, 0)
+	if err != nil || key == c.key || len(key) != 36 || key[:4] != "rdx_" {
+		t.Fatalf("createAPIKey = %q, %v; want rdx_ and 32 more characters, unlike the first key %q", key, err, c.key)
+	}
+	// Stored only as its SHA-256, beside a short display prefix.
+	var prefix string
+	var hash []byte
+	err = testEnv.st.db.QueryRow(`SELECT prefix, hash FROM api_keys WHERE company_id = $1 AND prefix = left($2, length(prefix))`,
+		c.id, key).Scan(&prefix, &hash)
+	if sum := sha256.Sum256([]byte(key)); err != nil || len(prefix) > 12 || !bytes.Equal(hash, sum[:]) {
+		t.Errorf("stored prefix %q hash %x (%v); want at most the key's first 12 characters and its SHA-256", prefix, hash, err)
+	}
+	if got, err := resolve(key); err != nil || got.companyID != c.id || got.userID != c.userID || !slices.Equal(got.scopes, []string{"*"}) {
+		t.Fatalf("resolve = %+v, %v; want company %d user %d, scopes *", got, err, c.id, c.userID)
+	}
+	if err := st.revokeAPIKey(ctx, key); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, err := resolve(key); !errors.Is(err, errNotFound) {
+		t.Errorf("resolve a revoked key: err = %v; want errNotFound", err)
+	}
+	if err := st.revokeAPIKey(ctx, key); !errors.Is(err, errNotFound) {
+		t.Errorf("second revoke: err = %v; want errNotFound", err)
+	}
+	// Prefixes are not unique: one that names two keys revokes neither; the whole key revokes one.
+	twin := addKey(t, c.id, 0)
+	if _, err := st.db.Exec(`UPDATE api_keys SET prefix = $2 WHERE company_id = $1 AND prefix = $3`, c.id, c.key[:12], twin[:12]); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.revokeAPIKey(ctx, c.key[:12]); err == nil || errors.Is(err, errNotFound) {
+		t.Errorf("revoke a prefix of two keys: err = %v; want a refusal", err)
+	}
+	if err := st.revokeAPIKey(ctx, twin); err != nil {
+		t.Errorf("revoke the whole key of a shared prefix: %v", err)
+	}
+	if _, err := resolve(c.key); err != nil {
+		t.Errorf("the company's other key stopped working: %v", err)
+	}
+	if _, err := st.createAPIKey(ctx, c.id, c.userID+1_000_000, []string{"*"}, 0); !errors.Is(err, errNotFound) {
+		t.Errorf("key for a user that does not exist: err = %v; want errNotFound", err)
+	}
+}
+
+// A key made with `rolodex key create` works at once with its scopes, `key list` shows it, and after
+// `key revoke` a server that never saw it refuses it.
+func TestKeyCommandsCreateListAndRevoke(t *testing.T) {
+	t.Parallel()
+	company := strconv.FormatInt(newTestCompany(t).id, 10)
+	out, err := runCLI(t, "key", "create", "-company", company, "-scopes", "contacts:read,events:read", "-expires", "720h")
+	key := strings.TrimSpace(out)
+	if err != nil || !strings.HasPrefix(key, "rdx_") {
+		t.Fatalf("key create = %q, %v", key, err)
+	}
+	if r := call(t, "GET", "/v1/contacts/count", key, ""); r.status != http.StatusOK {
+		t.Errorf("the created key: GET /v1/contacts/count = %d; want 200", r.status)
+	}
+	wantProblem(t, call(t, "GET", "/v1/business/count", key, ""), http.StatusForbidden, "insufficient_scope")
+	out, err = runCLI(t, "key", "list", "-company", company)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 2 || !strings.Contains(lines[1], key[:12]) ||
+		!strings.Contains(lines[1], `"scopes":["contacts:read","events:read"]`) || strings.Contains(lines[1], `"expiresAt":null`) {
+		t.Errorf("key list = %q, %v; want the first key and the new one with its scopes and expiry", out, err)
+	}
+	if out, err := runCLI(t, "key", "revoke", key[:12]); err != nil || !strings.Contains(out, "revoked") {
+		t.Fatalf("key revoke = %q, %v", out, err)
+	}
+	// A server trusts a key it has seen for a few seconds; one that never saw it refuses it at once.
+	base := startServer(t, nil, io.Discard)
+	wantProblem(t, callAt(t, nil, base, "GET", "/v1/contacts/count", key, ""), http.StatusUnauthorized, "unauthorized")
+	if _, err := runCLI(t, "key", "revoke", key[:12]); err == nil {
+		t.Error("revoking the key again: no error; want one")
 	}
 }

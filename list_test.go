@@ -302,23 +302,22 @@ func contactFilterCases(t *testing.T, f *listFixture) []filterCase {
 }
 
 func businessFilterCases(t *testing.T, f *listFixture) []filterCase {
-	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 	q := func(text string) filterCase {
 		return filterCase{"q=" + url.QueryEscape(text), func(o obj) bool { return containsFold([]any{o["title"]}, text) }}
 	}
 	cases := []filterCase{
-		{"organizationId=" + id(f.orgs[0]), idIn("organizationId", f.orgs[0])},
-		{"stageId=" + id(f.bizStages[1]), idIn("stageId", f.bizStages[1])},
-		{"stageId=" + id(f.bizStages[0]) + "," + id(f.bizStages[1]), idIn("stageId", f.bizStages...)},
-		{"boardId=" + id(f.boards[0]), idIn("boardId", f.boards[0])},
+		{"organizationId=" + join(f.orgs[0]), idIn("organizationId", f.orgs[0])},
+		{"stageId=" + join(f.bizStages[1]), idIn("stageId", f.bizStages[1])},
+		{"stageId=" + join(f.bizStages...), idIn("stageId", f.bizStages...)},
+		{"boardId=" + join(f.boards[0]), idIn("boardId", f.boards[0])},
 		{"statusId=2", idIn("statusId", 2)},
 		{"statusId=1,3", idIn("statusId", 1, 3)},
-		{"userOwnerId=" + id(f.users[2]), idIn("userOwnerId", f.users[2])},
+		{"userOwnerId=" + join(f.users[2]), idIn("userOwnerId", f.users[2])},
 		{"currencyId=840", idIn("currencyId", 840)},
 		{"private=true", func(o obj) bool { return o["private"] == true }},
 		{"private=false", func(o obj) bool { return o["private"] == false }},
 		q("pilot"), q("ÄRGER"), q("100%"), q("f_"), q("zeta d"),
-		{"boardId=" + id(f.boards[0]) + "&statusId=1&private=false&q=p", func(o obj) bool {
+		{"boardId=" + join(f.boards[0]) + "&statusId=1&private=false&q=p", func(o obj) bool {
 			return num(o["boardId"]) == f.boards[0] && num(o["statusId"]) == 1 && o["private"] == false &&
 				containsFold([]any{o["title"]}, "p")
 		}},
@@ -491,8 +490,10 @@ func TestListRejectsCursorsOfOtherListsAndTampered(t *testing.T) {
 		"/v1/contacts?cursor=%25%25%25", "/v1/contacts?cursor=garbage", "/v1/contacts?cursor=", "/v1/business?cursor=",
 		"/v1/business?cursor=garbage", "/v1/contacts?cursor=" + url.QueryEscape("1 OR 1=1; DROP TABLE contacts --"),
 	}
-	for _, forged := range []string{"id:5", "id:abc", "id:-1", "id:0", "id:01", "x:5", "id:99999999999999999999"} {
-		bad = append(bad, "/v1/contacts?cursor="+b64(forged), "/v1/business?cursor="+b64(forged)) // unsigned
+	for _, forged := range []string{"id:5", "id:abc", "id:-1", "id:0", "id:01", "x:5", "id:99999999999999999999", "id:9999999999"} {
+		for _, res := range apiResources {
+			bad = append(bad, res.path+"?cursor="+b64(forged)) // unsigned
+		}
 	}
 	refused := func(t *testing.T, key, path string) {
 		p := wantProblem(t, call(t, "GET", path, key, ""), http.StatusBadRequest, "invalid_parameter")
@@ -526,7 +527,7 @@ func TestListBadParametersAre400NamingThem(t *testing.T) {
 		"withSales": {"/v1/business?withSales=true", "/v1/contacts?withSales=yes", "/v1/contacts?withSales=1", "/v1/contacts?withSales=TRUE"},
 		"sort": {"/v1/contacts?sort=title", "/v1/contacts?sort=--name", "/v1/contacts?sort=+name", "/v1/contacts?sort=",
 			"/v1/contacts?sort=name,id", "/v1/contacts?sort=name%3BDROP+TABLE+contacts", "/v1/business?sort=name",
-			"/v1/contacts?sort=name&sort=id", "/v1/contacts/count?sort=name", "/v1/users?sort=name"},
+			"/v1/contacts?sort=name&sort=id", "/v1/users?sort=name"},
 		"stageId": {"/v1/contacts?stageId=0", "/v1/contacts?stageId=-1", "/v1/contacts?stageId=abc", "/v1/contacts?stageId=1,,2",
 			"/v1/contacts?stageId=1,", "/v1/contacts?stageId=", "/v1/contacts?stageId=9223372036854775808", "/v1/business/count?stageId=x"},
 		"organizationId": {"/v1/contacts?organizationId=" + strings.Repeat("1,", 100) + "1"},
@@ -541,15 +542,8 @@ func TestListBadParametersAre400NamingThem(t *testing.T) {
 		"createdAt[]":    {"/v1/contacts?createdAt[]=2026-01-01T00:00:00Z"},
 		"q": {"/v1/contacts?q=", "/v1/contacts?q=" + strings.Repeat("x", 101), "/v1/contacts?q=a%00b", "/v1/contacts?q=a%0Ab",
 			"/v1/contacts?q=%FF", "/v1/business?q=" + strings.Repeat("x", 10_000), "/v1/countries?q=spain"},
-		"limit":   {"/v1/contacts/count?limit=5"},
-		"cursor":  {"/v1/business/count?cursor=abc"},
 		"boardId": {"/v1/stages?boardId=x"},
-	}
-	for _, path := range []string{"/v1/contacts", "/v1/business", "/v1/organizations", "/v1/countries"} {
-		for _, limit := range []string{"0", "101", "abc", "-1", "1.5", "07", "+5", "", "1&limit=2"} {
-			bad["limit"] = append(bad["limit"], path+"?limit="+limit)
-		}
-	}
+	} // bad limits, and parameters a count does not take, are TestUnknownAndRepeatedQueryParametersAre400's
 	for param, paths := range bad {
 		for _, path := range paths {
 			t.Run(path[:min(len(path), 80)], func(t *testing.T) {
@@ -729,21 +723,14 @@ func TestListPlansUseIndexes(t *testing.T) {
 			t.Errorf("%s %s: %v\n%s\nplan:\n%s", p.table, p.what, probs, p.sql, p.plan)
 		}
 	}
-	// q can go through the trigram indexes where pg_trgm is installed (it is where the tests run).
-	// The q condition alone (without the company's, which the planner may well prefer on small
-	// tables) matches the trigram index; for business, whose q is the plain title column, it is
-	// enough that the index exists (the planner prices a full btree scan lower at this size).
-	for _, tc := range []struct {
-		table string
-		spec  *listSpec
-	}{{"contacts", contactLists}, {"business", businessLists}} {
-		lq, _ := tc.spec.parse(url.Values{"q": {"xyzzy"}})
-		q, args := lq.countSQL(`SELECT count(*) FROM `+tc.table+` WHERE $1::bigint > 0`, f.c.id)
-		plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, args)
-		n := sqlID(t, `SELECT count(*) FROM pg_indexes WHERE indexname = $1`, tc.table+"_q")
-		if n != 1 || (tc.table == "contacts" && !strings.Contains(plan, "contacts_q")) {
-			t.Errorf("%s: q is not served by %s_q (%d such indexes):\n%s", tc.table, tc.table, n, plan)
-		}
+	// A contacts q can go through the trigram index where pg_trgm is installed (it is where the tests
+	// run): the q condition alone (without the company's, which the planner may well prefer on small
+	// tables) matches it. For business, whose q is the plain title column, the planner prices a full
+	// btree scan lower at this size: that its index exists is TestSchemaQIndexesTakeWritesDirectly's.
+	lq, _ := contactLists.parse(url.Values{"q": {"xyzzy"}})
+	q, args := lq.countSQL(`SELECT count(*) FROM contacts WHERE $1::bigint > 0`, f.c.id)
+	if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, args); !strings.Contains(plan, "contacts_q") {
+		t.Errorf("contacts: q is not served by contacts_q:\n%s", plan)
 	}
 }
 

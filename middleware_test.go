@@ -5,9 +5,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -123,7 +125,11 @@ func TestGzipCompressesLargeAnswersOnly(t *testing.T) {
 		t.Fatalf("Accept-Encoding: gzip: Content-Encoding %q, Content-Length %q; want gzip and the compressed length or none",
 			zipped.header.Get("Content-Encoding"), cl)
 	}
-	if got := gunzip(t, zipped.body); !bytes.Equal(got, plain.body) || len(zipped.body) >= len(plain.body) {
+	zr, err := gzip.NewReader(bytes.NewReader(zipped.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(zr); err != nil || !bytes.Equal(got, plain.body) || len(zipped.body) >= len(plain.body) {
 		t.Errorf("gzip body of %d bytes unzips to\n%s\nwant fewer than %d, unzipping to the plain body\n%s", len(zipped.body), got, len(plain.body), plain.body)
 	}
 
@@ -161,7 +167,6 @@ func TestLongQueryStringsAre400NotWork(t *testing.T) {
 	for _, tt := range []struct{ name, path, code string }{
 		{"10,000 expand[] values", "/v1/contacts?" + strings.Repeat("expand[]=organization&", 10_000), "invalid_parameter"},
 		{"10,000 short expand[] values", "/v1/contacts/1?" + strings.Repeat("expand[]=x&", 10_000), "invalid_parameter"},
-		{"17 expand[] values", "/v1/contacts?" + strings.Repeat("expand[]=organization&", 17), "invalid_expand"},
 		{"a 100 KB q", "/v1/contacts?q=" + strings.Repeat("a", 100_000), "invalid_parameter"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -170,14 +175,27 @@ func TestLongQueryStringsAre400NotWork(t *testing.T) {
 	}
 }
 
-func TestHungDatabaseIs503AtTheDeadlineAndAClientGoneIsNo500(t *testing.T) {
+// A database away or hung is a 503, never a 500, and a client gone is no error.
+func TestDatabaseAwayOrHungIs503AndAClientGoneIsNo500(t *testing.T) {
 	t.Parallel()
 	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
 	log := &syncBuffer{}
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL}, log, "-statement-timeout", "500ms")
+	gone, err := freeAddr() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.point(gone)
+	for _, path := range []string{"/v1/contacts", "/readyz"} {
+		// Resolving an unknown key needs the database.
+		r := callAt(t, nil, base, "GET", path, "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "")
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" ||
+			bytes.Contains(r.body, []byte("connect")) || bytes.Contains(r.body, []byte(gone)) {
+			t.Errorf("GET %s with the database away = %d (Retry-After %q) %s; want 503 with Retry-After, without driver text",
+				path, r.status, r.header.Get("Retry-After"), r.body)
+		}
+	}
 	proxy.point("") // from now on the database accepts connections and never answers
-
-	// Unknown keys: resolving them needs the database.
 	start := time.Now()
 	r := callAt(t, &http.Client{Timeout: 5 * time.Second}, base, "GET", "/v1/contacts", "rdx_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "")
 	wantProblem(t, r, http.StatusServiceUnavailable, "timeout")

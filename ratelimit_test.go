@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,13 +14,28 @@ import (
 // The shared test server's limits are far above what the suite sends; these tests start servers of
 // their own with the limits they test.
 
+// guessKeys sends n made-up keys to the server at base, the i-th with X-Forwarded-For xff(i) (""
+// for none), and fails the test unless the first limit are 401 and the rest 429.
+func guessKeys(t *testing.T, base string, n, limit int, xff func(i int) string) {
+	t.Helper()
+	for i := range n {
+		want := http.StatusUnauthorized
+		if i >= limit {
+			want = http.StatusTooManyRequests
+		}
+		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "", "X-Forwarded-For", xff(i)); r.status != want {
+			t.Fatalf("bad key %d (X-Forwarded-For %q): %d; want %d", i+1, xff(i), r.status, want)
+		}
+	}
+}
+
+// noXFF sends no X-Forwarded-For.
+func noXFF(int) string { return "" }
+
 func TestRateLimitHeadersAnd429PerKey(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	other, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := addKey(t, c.id, 0)
 	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "1"}, &syncBuffer{})
 	// A burst of 2 lets two requests through; the bucket then refills at one a second, so of twelve
 	// quick requests most are refused. Every answer to a key, whatever its status, reports the limit.
@@ -87,23 +101,9 @@ func TestRateLimiterBucket(t *testing.T) {
 func TestValidKeysAreServedFromALimitedAddress(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	revoked, err := testEnv.st.createAPIKey(context.Background(), c.id, 0, []string{"*"}, 0)
-	if err == nil {
-		err = testEnv.st.revokeAPIKey(context.Background(), revoked)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	revoked := revokedKey(t, c.id)
 	base := startServer(t, map[string]string{"ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
-	for i := range 20 {
-		want := http.StatusUnauthorized
-		if i >= 3 {
-			want = http.StatusTooManyRequests
-		}
-		if r := callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), ""); r.status != want {
-			t.Fatalf("bad key %d: %d; want %d", i+1, r.status, want)
-		}
-	}
+	guessKeys(t, base, 20, 3, noXFF)
 	// The address is limited; this server has never seen the company's key.
 	for _, key := range []string{c.key, c.key, "rdx_one_more_guess", revoked, ""} {
 		r := callAt(t, nil, base, "GET", "/v1/contacts/count", key, "")
@@ -128,9 +128,7 @@ func TestAFloodOfKeysFromALimitedAddressHasBoundedLookups(t *testing.T) {
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3",
 		"ROLODEX_WEBHOOK_SLOTS": "0"}, &syncBuffer{})
 	wantStatus(t, callAt(t, nil, base, "GET", "/v1/contacts/count", c.key, ""), http.StatusOK)
-	for i := range 3 {
-		callAt(t, nil, base, "GET", "/v1/contacts", "rdx_guess"+strconv.Itoa(i), "")
-	}
+	guessKeys(t, base, 3, 3, noXFF)
 	// 2,000 distinct random keys from 16 connections: none can be valid, so none is looked up.
 	const n, workers = 2000, 16
 	statuses := make(chan int, n)
@@ -238,23 +236,8 @@ func TestFailureLimiterForgetsTheLeastRecentlyFailedAddress(t *testing.T) {
 	}
 }
 
-func TestClientAddrIgnoresForwardedForAndWidensIPv6(t *testing.T) {
-	t.Parallel()
-	for remote, want := range map[string]string{
-		"192.0.2.7:5555":                   "192.0.2.7",
-		"[::ffff:192.0.2.7]:5555":          "192.0.2.7",
-		"[2001:db8:1:2:aaaa::1]:5555":      "2001:db8:1:2::",
-		"[2001:db8:1:2:bbbb:cccc::9]:5555": "2001:db8:1:2::",
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = remote
-		r.Header.Set("X-Forwarded-For", "203.0.113.9")
-		if got := clientAddr(r, nil).String(); got != want {
-			t.Errorf("clientAddr(%s) = %s; want %s", remote, got, want)
-		}
-	}
-}
-
+// clientAddr is the peer, an IPv6 one widened to its /64, unless the peer is a trusted proxy: then
+// X-Forwarded-For names the client.
 func TestClientAddrBelievesOnlyTrustedProxies(t *testing.T) {
 	t.Parallel()
 	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
@@ -263,6 +246,9 @@ func TestClientAddrBelievesOnlyTrustedProxies(t *testing.T) {
 		xff          []string
 		want         string
 	}{
+		{"with no trusted proxies X-Forwarded-For is ignored", "127.0.0.1:1", []string{"203.0.113.9"}, "127.0.0.1"},
+		{"an IPv4-mapped peer is IPv4", "[::ffff:192.0.2.7]:5555", []string{"203.0.113.9"}, "192.0.2.7"},
+		{"an IPv6 peer is its /64", "[2001:db8:1:2:bbbb:cccc::9]:5555", []string{"203.0.113.9"}, "2001:db8:1:2::"},
 		{"an untrusted peer is the client", "192.0.2.7:1", []string{"203.0.113.9"}, "192.0.2.7"},
 		{"a trusted peer without X-Forwarded-For is the client", "127.0.0.1:1", nil, "127.0.0.1"},
 		{"a trusted peer names the client", "127.0.0.1:1", []string{"203.0.113.9"}, "203.0.113.9"},
@@ -279,7 +265,11 @@ func TestClientAddrBelievesOnlyTrustedProxies(t *testing.T) {
 		for _, v := range tc.xff {
 			r.Header.Add("X-Forwarded-For", v)
 		}
-		if got := clientAddr(r, trusted).String(); got != tc.want {
+		proxies := trusted
+		if strings.HasPrefix(tc.name, "with no trusted proxies") {
+			proxies = nil
+		}
+		if got := clientAddr(r, proxies).String(); got != tc.want {
 			t.Errorf("%s: clientAddr(%s, X-Forwarded-For %q) = %s; want %s", tc.name, tc.remote, tc.xff, got, tc.want)
 		}
 	}
@@ -294,24 +284,12 @@ func TestFailureLimitBelievesForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	t.Run("by default X-Forwarded-For is ignored", func(t *testing.T) {
 		t.Parallel()
 		base := startServer(t, map[string]string{limit: "3"}, &syncBuffer{})
-		for i := range 4 {
-			want := http.StatusUnauthorized
-			if i == 3 {
-				want = http.StatusTooManyRequests
-			}
-			if got := guess(base, "203.0.113."+strconv.Itoa(i)); got != want {
-				t.Errorf("bad key %d, each with another X-Forwarded-For: %d; want %d", i+1, got, want)
-			}
-		}
+		guessKeys(t, base, 4, 3, func(i int) string { return "203.0.113." + strconv.Itoa(i) })
 	})
 	t.Run("behind a trusted proxy each client has its own limit", func(t *testing.T) {
 		t.Parallel()
 		base := startServer(t, map[string]string{limit: "3", "ROLODEX_TRUSTED_PROXIES": "10.0.0.0/8, 127.0.0.0/8"}, &syncBuffer{})
-		for i := range 3 {
-			if got := guess(base, "203.0.113.1"); got != http.StatusUnauthorized {
-				t.Fatalf("bad key %d from 203.0.113.1: %d; want 401", i+1, got)
-			}
-		}
+		guessKeys(t, base, 3, 3, func(int) string { return "203.0.113.1" })
 		for xff, want := range map[string]int{
 			"203.0.113.1":               http.StatusTooManyRequests, // limited
 			"198.51.100.7, 203.0.113.1": http.StatusTooManyRequests, // a forged entry on the left changes nothing

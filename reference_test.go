@@ -5,7 +5,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,57 +26,35 @@ var refKeys = map[string][]string{
 	"currency":     {"id", "code", "name", "minorUnit", "createdAt", "updatedAt"},
 }
 
-func TestReferenceListsHaveDataAndPagination(t *testing.T) {
+// Each kind of reference object has its members in order, and its list holds what the company has
+// (or, for the code lists, the standard's). How every list pages is in handlers_test.go.
+func TestReferenceListsHoldTheirObjects(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
 	create(t, c.key, "/v1/organizations", `{"name":"Acme"}`)
 	for _, tt := range []struct {
 		path, kind string
-		n, all     int    // objects on the first page of 25, and in all
+		all        int    // objects in all (0: 150 or more, ISO 4217's)
 		sample     string // a member of every object, or one of them
 	}{
-		{"/v1/users", "user", 1, 1, `"name":"Admin","surname":null,"email":null`},
-		{"/v1/organizations", "organization", 1, 1, `"name":"Acme"`},
-		{"/v1/stages", "stage", 8, 8, `"boardId":`}, // 3 contact stages, 5 of the default board
-		{"/v1/boards", "board", 1, 1, `"name":"Sales pipeline","isDefault":true`},
-		{"/v1/statuses", "status", 3, 3, `"id":2,"code":"won"`},
-		{"/v1/currencies", "currency", 25, 0, `"id":978,"code":"EUR","name":"Euro","minorUnit":2`},
-		{"/v1/countries", "country", 25, 249, `"id":724,"code":"ES","name":"Spain","alpha3":"ESP"`},
+		{"/v1/users", "user", 1, `"name":"Admin","surname":null,"email":null`},
+		{"/v1/organizations", "organization", 1, `"name":"Acme"`},
+		{"/v1/stages", "stage", 8, `"boardId":`}, // 3 contact stages, 5 of the default board
+		{"/v1/boards", "board", 1, `"name":"Sales pipeline","isDefault":true`},
+		{"/v1/statuses", "status", 3, `"id":2,"code":"won"`},
+		{"/v1/currencies", "currency", 0, `"id":978,"code":"EUR","name":"Euro","minorUnit":2`},
+		{"/v1/countries", "country", 249, `"id":724,"code":"ES","name":"Spain","alpha3":"ESP"`},
 	} {
-		t.Run("GET "+tt.path, func(t *testing.T) {
-			r := call(t, "GET", tt.path, c.key, "")
-			if ct := r.header.Get("Content-Type"); ct != "application/json" {
-				t.Errorf("GET %s: Content-Type %q; want application/json", tt.path, ct)
+		all, sample := walkList[json.RawMessage](t, c.key, tt.path, "", 100), false
+		for i, raw := range all {
+			if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, raw)); diff != "" {
+				t.Errorf("GET %s: object %d keys (-want +got):\n%s", tt.path, i, diff)
 			}
-			page, more := readPage[json.RawMessage](t, r), tt.n < tt.all || tt.all == 0
-			if len(page.Data) != tt.n || page.Pagination.Limit != 25 || page.Pagination.HasMore != more ||
-				(page.Pagination.NextCursor != nil) != more {
-				t.Errorf("GET %s: %d objects, pagination %+v; want %d objects, limit 25, hasMore %v, a nextCursor only with more",
-					tt.path, len(page.Data), page.Pagination, tt.n, more)
-			}
-			// Walking every page lists each object once, in order of id.
-			all, last, sample := walkList[json.RawMessage](t, c.key, tt.path, "", 100), int64(0), false
-			for i, raw := range all {
-				if diff := cmp.Diff(refKeys[tt.kind], jsonKeys(t, raw)); diff != "" {
-					t.Errorf("GET %s: object %d keys (-want +got):\n%s", tt.path, i, diff)
-				}
-				id := decode[obj](t, raw).id()
-				if id <= last {
-					t.Errorf("GET %s: object %d has id %d after %d; want ids in ascending order", tt.path, i, id, last)
-				}
-				last, sample = id, sample || bytes.Contains(raw, []byte(tt.sample))
-			}
-			if len(all) != tt.all && (tt.all != 0 || len(all) < 150) || !sample {
-				t.Errorf("walking GET %s: %d objects, with %s: %v; want %d (ISO 4217: 150 or more), one with it", tt.path, len(all), tt.sample, sample, tt.all)
-			}
-			// A well-formed cursor past every id is an empty last page, or a 400 for a tampered cursor.
-			path := tt.path + "?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("id:9999999999"))
-			if r := call(t, "GET", path, c.key, ""); r.status == http.StatusBadRequest {
-				wantProblem(t, r, http.StatusBadRequest, "invalid_parameter")
-			} else if page := readPage[json.RawMessage](t, r); len(page.Data) != 0 || page.Pagination.HasMore {
-				t.Errorf("GET %s: %d objects, hasMore %v; want an empty last page", path, len(page.Data), page.Pagination.HasMore)
-			}
-		})
+			sample = sample || bytes.Contains(raw, []byte(tt.sample))
+		}
+		if len(all) != tt.all && (tt.all != 0 || len(all) < 150) || !sample {
+			t.Errorf("walking GET %s: %d objects, with %s: %v; want %d (ISO 4217: 150 or more), one with it", tt.path, len(all), tt.sample, sample, tt.all)
+		}
 	}
 }
 

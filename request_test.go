@@ -89,35 +89,17 @@ type hostileCase struct {
 func hostileCases(contact, deal, org string) []hostileCase {
 	var cs []hostileCase
 	add := func(method, path, body string) { cs = append(cs, hostileCase{method: method, path: path, body: body}) }
-	// Raw percent-escapes go as they are.
-	escape := func(s string, esc func(string) string) string {
-		if strings.HasPrefix(s, "%") || s == "1%00" {
-			return s
-		}
-		return esc(s)
-	}
-
-	// Path ids.
-	singles := []string{"/v1/users/", "/v1/organizations/", "/v1/stages/", "/v1/boards/", "/v1/contacts/", "/v1/business/"}
-	for _, id := range append(append([]string{"%00", "%FF", "1%00"}, badIDNumbers...), injections...) {
-		esc := escape(id, url.PathEscape)
-		for _, p := range singles {
-			add("GET", p+esc, "")
-		}
-		for _, p := range singles[4:] {
-			add("PATCH", p+esc, `{"name":"changed","title":"changed"}`)
-			add("DELETE", p+esc, "")
-		}
-	}
-
-	// Query parameters, on every endpoint.
+	// Query parameters, on every endpoint. (Hostile path ids are TestBadPathIDsAre400's.)
 	lists := []string{"/v1/contacts", "/v1/business", "/v1/users", "/v1/organizations", "/v1/stages", "/v1/boards",
 		"/v1/statuses", "/v1/currencies", "/v1/countries", "/v1/contacts/count", "/v1/business/count"}
 	gets := []string{contact, deal, org}
 	typed := []string{"expand[]", "limit", "cursor", "sort", "organizationId", "stageId", "boardId", "withSales",
 		"private", "createdAt[gte]", "updatedAt[lt]", "userOwnerId"}
 	for _, v := range append(append([]string{"%00", "%FF", strings.Repeat("9", 400)}, badIDNumbers...), injections...) {
-		ev := escape(v, url.QueryEscape)
+		ev := v
+		if !strings.HasPrefix(v, "%") { // raw percent-escapes go as they are
+			ev = url.QueryEscape(v)
+		}
 		for _, p := range append(lists, gets...) {
 			for _, name := range typed {
 				add("GET", p+"?"+url.QueryEscape(name)+"="+ev, "")
@@ -136,11 +118,9 @@ func hostileCases(contact, deal, org string) []hostileCase {
 		add("POST", "/v1/business?"+ev+"=1", `{"title":"x"}`)
 		add("POST", "/v1/organizations?limit="+ev, `{"name":"x"}`)
 	}
-	for _, p := range append(lists, gets...) {
-		add("GET", p+"?"+strings.Repeat("expand[]=organization&", 10_000), "")
-	}
 
-	// Bodies: each writable endpoint with one hostile field beside a good one.
+	// Bodies: each writable endpoint with one hostile field beside a good one. (10,000 expand[] values
+	// are TestLongQueryStringsAre400NotWork's, malformed JSON TestMalformedBodiesAre400's.)
 	contactTyped := []string{"email", "secondaryEmail", "urlAvatar", "withSales", "countryId", "classification",
 		"stageId", "organizationId", "assignedToId"}
 	bizTyped := []string{"value", "deadline", "private", "position", "dateWon", "statusId", "organizationId",
@@ -176,9 +156,7 @@ func hostileCases(contact, deal, org string) []hostileCase {
 		}
 		nested := strings.Repeat(`{"a":`, 20_000) + "1" + strings.Repeat("}", 20_000)
 		for _, body := range []string{
-			"", "[]", `"str"`, "null", "1", `[{"name":"x","title":"x"}]`, "{" + tg.good + "} {}", "{" + tg.good,
-			with(tg.good), // the same name twice
-			with(`"x":"a` + "\x00" + `"`), with(`"name":"a\u0000"`), with(`"title":"a\u0000"`),
+			`[{"name":"x","title":"x"}]`, with(`"x":"a` + "\x00" + `"`), with(`"name":"a\u0000"`), with(`"title":"a\u0000"`),
 			with(`"x":"` + "\xff\xfe" + `"`), "{\"name\":\"\xc3\x28\",\"title\":\"\xc3\x28\"}",
 			with(`"name":["x"]`), with(`"title":{"x":1}`), with(`"name":` + nested), nested,
 			strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000),
