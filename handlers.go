@@ -194,9 +194,9 @@ func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (*write,
 	return &wr, aerr
 }
 
-// startWrite reads a write request (bodyRequest), applies a create's body to its fields when
-// create is not nil (so that a 422 costs no database work), and begins its transaction
-// (beginWrite). It returns nil when it has answered the request itself.
+// startWrite reads a write request (bodyRequest), applies a POST's body to fields when they are
+// given (applyCreate: a 422 then costs no database work), and begins its transaction (beginWrite).
+// It returns nil when it has answered the request itself.
 func startWrite(w http.ResponseWriter, r *http.Request, st *store, res *resource, log *slog.Logger, create []bodyField) *write {
 	wr, aerr := bodyRequest(w, r, res)
 	if aerr != nil {
