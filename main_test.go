@@ -121,6 +121,9 @@ func TestCLIUsageErrors(t *testing.T) {
 	if out, err := runCLI(t, "version"); err != nil || !strings.HasPrefix(out, "rolodex ") {
 		t.Errorf("version = %q, %v", out, err)
 	}
+	if out, err := runCLI(t, "help"); err != nil || out != usage {
+		t.Errorf("help = %q, %v; want the usage on stdout", out, err)
+	}
 	for _, cmd := range []string{"serve", "migrate", "dev"} {
 		if _, err := runCLI(t, cmd, "-h"); err == nil || !strings.Contains(err.Error(), "Usage: rolodex "+cmd) {
 			t.Errorf("%s -h: %v; want its usage on stderr", cmd, err)
