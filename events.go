@@ -91,7 +91,7 @@ func recordEvent(ctx context.Context, tx *sql.Tx, companyID int64, typ, requestI
 		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
 			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`
 	_, err := tx.ExecContext(ctx, q, companyID, typ, requestID, string(object),
-		sql.NullString{String: string(previous), Valid: previous != nil})
+		pgtype.Text{String: string(previous), Valid: previous != nil})
 	if err != nil {
 		return fmt.Errorf("record event %s: %w", typ, err)
 	}

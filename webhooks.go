@@ -559,8 +559,8 @@ func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errTex
 	reason := "No delivery succeeded for 3 days; the last attempt: " + what + "."
 	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, tries, sql.NullInt64{Int64: int64(status), Valid: status != 0},
-		sql.NullString{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
+	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, tries, pgtype.Int8{Int64: int64(status), Valid: status != 0},
+		pgtype.Text{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
 		webhookGiveUp.Milliseconds(), reason)
 	if err != nil {
 		return false, fmt.Errorf("record delivery %d: %w", c.id, err)
