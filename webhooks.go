@@ -503,7 +503,7 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 			AND e.company_id = d.company_id AND e.id = d.event_id
 		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, w.enabled,
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
-	ctx, cancel := context.WithTimeout(ctx, webhookTimeout) // a database that hangs holds up no worker
+	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
 	rows, err := s.db.QueryContext(ctx, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
 		n*webhookEndpointSlots)
@@ -557,7 +557,7 @@ func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errTex
 		what = "HTTP status " + strconv.Itoa(status)
 	}
 	reason := "No delivery succeeded for 3 days; the last attempt: " + what + "."
-	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
+	ctx, cancel := backgroundContext(ctx) // a sent delivery is recorded also when the server is stopping
 	defer cancel()
 	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, tries, pgtype.Int8{Int64: int64(status), Valid: status != 0},
 		pgtype.Text{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
