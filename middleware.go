@@ -93,11 +93,10 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the client's
 // when sane), marks every answer nosniff and no-store (API answers are not for caches) and as varying
-// with Accept-Encoding (writeJSON compresses), bounds the
-// request's database work to timeout (0: no bound; every query runs under the request's context, so
-// a database that does not answer in time makes a 503, not a held request), turns a panic into a
-// logged 500 problem, and logs one line per request with method, route pattern, status, duration and
-// company id (never the API key).
+// with Accept-Encoding (writeJSON compresses), bounds the request's database work to timeout (0: no
+// bound; every query runs under the request's context, so a database that does not answer in time
+// makes a 503, not a held request), turns a panic into a logged 500 problem, and logs one line per
+// request with method, route pattern, status, duration and company id (never the API key).
 func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
