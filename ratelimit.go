@@ -28,7 +28,8 @@ type limitKey struct {
 	prefix    string
 }
 
-// bucket is one key's token bucket as of last.
+// bucket is one key's token bucket as of last. The zero bucket, refilling since the zero time, is
+// full: it is a new key's.
 type bucket struct {
 	tokens float64
 	last   time.Time
@@ -43,7 +44,7 @@ type rateLimiter struct {
 	now         func() time.Time
 
 	mu        sync.Mutex
-	buckets   map[limitKey]*bucket
+	buckets   map[limitKey]bucket
 	lastSweep time.Time
 }
 
@@ -56,7 +57,7 @@ func newRateLimiter(perSecond int) *rateLimiter {
 	burst := 2 * perSecond
 	return &rateLimiter{
 		rate: float64(perSecond), burst: float64(burst), now: time.Now,
-		buckets: make(map[limitKey]*bucket),
+		buckets: make(map[limitKey]bucket),
 		// The bucket holds q requests and refills from empty in w seconds.
 		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond),
 	}
@@ -70,18 +71,14 @@ func (l *rateLimiter) take(k limitKey) (ok bool, left int, full, wait time.Durat
 	defer l.mu.Unlock()
 	l.sweep(now)
 	b := l.buckets[k]
-	if b == nil {
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[k] = b
-	}
 	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
-	if b.tokens >= 1 {
+	if ok = b.tokens >= 1; ok {
 		b.tokens--
-		ok = true
 	} else {
 		wait = l.seconds(1 - b.tokens)
 	}
+	l.buckets[k] = b
 	return ok, int(b.tokens), l.seconds(l.burst - b.tokens), wait
 }
 
