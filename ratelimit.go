@@ -115,7 +115,7 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 		}
 		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyPrefix})
 		w.Header().Set("RateLimit-Policy", l.policy)
-		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, wholeSeconds(full, 0)))
+		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, int(math.Ceil(full.Seconds()))))
 		if !ok {
 			writeTooMany(w, r, wait, "This API key sent more requests than its rate limit allows.")
 			return
@@ -124,14 +124,9 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 	})
 }
 
-// wholeSeconds rounds d up to whole seconds, at least least.
-func wholeSeconds(d time.Duration, least int) int {
-	return max(least, int(math.Ceil(d.Seconds())))
-}
-
 // writeTooMany answers 429 with a Retry-After of the whole seconds in wait (at least 1).
 func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, detail string) {
-	w.Header().Set("Retry-After", strconv.Itoa(wholeSeconds(wait, 1)))
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
 }
 
