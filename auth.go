@@ -95,9 +95,7 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 	}
 	t, err := a.st.lookupAPIKey(ctx, hash)
 	if errors.Is(err, errNotFound) && ok {
-		a.mu.Lock()
-		delete(a.cache, hash) // revoked: no longer seen valid
-		a.mu.Unlock()
+		a.forget(hash[:]) // revoked: no longer seen valid
 	}
 	if err != nil {
 		return t, err
