@@ -182,8 +182,7 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 			writeError(w, r, log, err)
 			return
 		}
-		ri := requestInfo(r.Context())
-		ri.tenant, ri.keyPrefix = t, key[:min(len(key), keyPrefixLen)]
+		requestInfo(r.Context()).tenant = t
 		next.ServeHTTP(w, r)
 	})
 }

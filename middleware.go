@@ -21,10 +21,9 @@ import (
 // pattern, and the tenant its API key resolved to. One pointer to it travels in the context, so inner
 // layers fill it in for the access log of the outermost.
 type reqInfo struct {
-	id        string
-	pattern   string
-	tenant           // who the request acts as, once withAuth has resolved its key
-	keyPrefix string // the API key's display prefix, which names it for rate limiting
+	id      string
+	pattern string
+	tenant  // who the request acts as, once withAuth has resolved its key
 }
 
 type reqInfoKey struct{}

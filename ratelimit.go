@@ -22,10 +22,9 @@ const (
 	defaultAuthFailureLimit = 30  // failed authentications per minute per client address
 )
 
-// limitKey names one API key: its company and its display prefix (unique among all keys).
+// limitKey names one API key: its company and its id, the key's primary key.
 type limitKey struct {
-	companyID int64
-	prefix    string
+	companyID, keyID int64
 }
 
 // bucket is one key's token bucket as of last. The zero bucket, refilling since the zero time, is
@@ -113,7 +112,7 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyPrefix})
+		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyID})
 		w.Header().Set("RateLimit-Policy", l.policy)
 		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, int(math.Ceil(full.Seconds()))))
 		if !ok {
