@@ -77,7 +77,7 @@ func newAuthenticator(st *store) *authenticator {
 // a database error. For a limited address, a key this server has not seen valid is looked up only if
 // it may be valid (see known).
 func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (tenant, error) {
-	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
+	if len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
 	}
 	hash := hashKey(key)
