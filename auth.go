@@ -168,21 +168,18 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 		addr := clientAddr(r, trusted)
 		wait := fails.blocked(addr)
 		t, err := a.resolve(r.Context(), key, wait > 0)
-		if errors.Is(err, errNotFound) && wait > 0 {
+		switch {
+		case errors.Is(err, errNotFound) && wait > 0:
 			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
-			return
-		}
-		if errors.Is(err, errNotFound) {
+		case errors.Is(err, errNotFound):
 			fails.fail(addr)
 			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
 			writeProblem(w, r, errUnauthorized)
-			return
-		}
-		if err != nil {
+		case err != nil:
 			writeError(w, r, log, err)
-			return
+		default:
+			requestInfo(r.Context()).tenant = t
+			next.ServeHTTP(w, r)
 		}
-		requestInfo(r.Context()).tenant = t
-		next.ServeHTTP(w, r)
 	})
 }
