@@ -14,8 +14,7 @@ import (
 	"time"
 )
 
-// The middleware every request passes, composed in newHandler: request id, deadline, access log and
-// recovery (withRequestLog), the query-string bound, authentication, the rate limit.
+// The middleware every request passes, composed and listed in order in newHandler (main.go).
 
 // reqInfo is what the middleware learns about a request as it passes through: its id, its route
 // pattern, and the tenant its API key resolved to. One pointer to it travels in the context, so inner
