@@ -77,7 +77,7 @@ func newAuthenticator(st *store) *authenticator {
 // a database error. For a limited address, a key this server has not seen valid is looked up only if
 // it may be valid (see known).
 func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (tenant, error) {
-	if key == "" || len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
+	if len(key) > maxKeyLen || !strings.HasPrefix(key, "rdx_") {
 		return tenant{}, errNotFound
 	}
 	hash := hashKey(key)
@@ -95,9 +95,7 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 	}
 	t, err := a.st.lookupAPIKey(ctx, hash)
 	if errors.Is(err, errNotFound) && ok {
-		a.mu.Lock()
-		delete(a.cache, hash) // revoked: no longer seen valid
-		a.mu.Unlock()
+		a.forget(hash[:]) // revoked: no longer seen valid
 	}
 	if err != nil {
 		return t, err
@@ -170,22 +168,18 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 		addr := clientAddr(r, trusted)
 		wait := fails.blocked(addr)
 		t, err := a.resolve(r.Context(), key, wait > 0)
-		if errors.Is(err, errNotFound) && wait > 0 {
+		switch {
+		case errors.Is(err, errNotFound) && wait > 0:
 			writeTooMany(w, r, wait, "Too many requests with invalid API keys came from this address.")
-			return
-		}
-		if errors.Is(err, errNotFound) {
+		case errors.Is(err, errNotFound):
 			fails.fail(addr)
 			w.Header().Set("WWW-Authenticate", `ApiKey header="x-api-key"`)
 			writeProblem(w, r, errUnauthorized)
-			return
-		}
-		if err != nil {
+		case err != nil:
 			writeError(w, r, log, err)
-			return
+		default:
+			requestInfo(r.Context()).tenant = t
+			next.ServeHTTP(w, r)
 		}
-		ri := requestInfo(r.Context())
-		ri.tenant, ri.keyPrefix = t, key[:min(len(key), keyPrefixLen)]
-		next.ServeHTTP(w, r)
 	})
 }

@@ -9,21 +9,20 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
-// The middleware every request passes, composed in newHandler: request id, deadline, access log and
-// recovery (withRequestLog), the query-string bound, authentication, the rate limit.
+// The middleware every request passes, composed and listed in order in newHandler (main.go).
 
 // reqInfo is what the middleware learns about a request as it passes through: its id, its route
 // pattern, and the tenant its API key resolved to. One pointer to it travels in the context, so inner
 // layers fill it in for the access log of the outermost.
 type reqInfo struct {
-	id        string
-	pattern   string
-	tenant           // who the request acts as, once withAuth has resolved its key
-	keyPrefix string // the API key's display prefix, which names it for rate limiting
+	id      string
+	pattern string
+	tenant  // who the request acts as, once withAuth has resolved its key
 }
 
 type reqInfoKey struct{}
@@ -58,11 +57,9 @@ func saneRequestID(s string) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '-' || c == '_' || c == '.' || c == ':'
-		if !ok {
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			strings.IndexByte("-_.:", c) >= 0) {
 			return false
 		}
 	}
@@ -94,11 +91,10 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 
 // withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the client's
 // when sane), marks every answer nosniff and no-store (API answers are not for caches) and as varying
-// with Accept-Encoding (writeJSON compresses), bounds the
-// request's database work to timeout (0: no bound; every query runs under the request's context, so
-// a database that does not answer in time makes a 503, not a held request), turns a panic into a
-// logged 500 problem, and logs one line per request with method, route pattern, status, duration and
-// company id (never the API key).
+// with Accept-Encoding (writeJSON compresses), bounds the request's database work to timeout (0: no
+// bound; every query runs under the request's context, so a database that does not answer in time
+// makes a 503, not a held request), turns a panic into a logged 500 problem, and logs one line per
+// request with method, route pattern, status, duration and company id (never the API key).
 func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()

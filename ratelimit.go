@@ -22,13 +22,13 @@ const (
 	defaultAuthFailureLimit = 30  // failed authentications per minute per client address
 )
 
-// limitKey names one API key: its company and its display prefix (unique among all keys).
+// limitKey names one API key: its company and its id, the key's primary key.
 type limitKey struct {
-	companyID int64
-	prefix    string
+	companyID, keyID int64
 }
 
-// bucket is one key's token bucket as of last.
+// bucket is one key's token bucket as of last. The zero bucket, refilling since the zero time, is
+// full: it is a new key's.
 type bucket struct {
 	tokens float64
 	last   time.Time
@@ -43,7 +43,7 @@ type rateLimiter struct {
 	now         func() time.Time
 
 	mu        sync.Mutex
-	buckets   map[limitKey]*bucket
+	buckets   map[limitKey]bucket
 	lastSweep time.Time
 }
 
@@ -56,7 +56,7 @@ func newRateLimiter(perSecond int) *rateLimiter {
 	burst := 2 * perSecond
 	return &rateLimiter{
 		rate: float64(perSecond), burst: float64(burst), now: time.Now,
-		buckets: make(map[limitKey]*bucket),
+		buckets: make(map[limitKey]bucket),
 		// The bucket holds q requests and refills from empty in w seconds.
 		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond),
 	}
@@ -70,18 +70,14 @@ func (l *rateLimiter) take(k limitKey) (ok bool, left int, full, wait time.Durat
 	defer l.mu.Unlock()
 	l.sweep(now)
 	b := l.buckets[k]
-	if b == nil {
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[k] = b
-	}
 	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
-	if b.tokens >= 1 {
+	if ok = b.tokens >= 1; ok {
 		b.tokens--
-		ok = true
 	} else {
 		wait = l.seconds(1 - b.tokens)
 	}
+	l.buckets[k] = b
 	return ok, int(b.tokens), l.seconds(l.burst - b.tokens), wait
 }
 
@@ -116,9 +112,9 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyPrefix})
+		ok, left, full, wait := l.take(limitKey{ri.companyID, ri.keyID})
 		w.Header().Set("RateLimit-Policy", l.policy)
-		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, wholeSeconds(full, 0)))
+		w.Header().Set("RateLimit", fmt.Sprintf(`"per-key";r=%d;t=%d`, left, int(math.Ceil(full.Seconds()))))
 		if !ok {
 			writeTooMany(w, r, wait, "This API key sent more requests than its rate limit allows.")
 			return
@@ -127,14 +123,9 @@ func withRateLimit(l *rateLimiter, next http.Handler) http.Handler {
 	})
 }
 
-// wholeSeconds rounds d up to whole seconds, at least least.
-func wholeSeconds(d time.Duration, least int) int {
-	return max(least, int(math.Ceil(d.Seconds())))
-}
-
 // writeTooMany answers 429 with a Retry-After of the whole seconds in wait (at least 1).
 func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, detail string) {
-	w.Header().Set("Retry-After", strconv.Itoa(wholeSeconds(wait, 1)))
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
 	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
 }
 

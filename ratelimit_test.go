@@ -69,7 +69,7 @@ func TestRateLimiterBucket(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := newRateLimiter(10)
 	l.now = func() time.Time { return now }
-	k := limitKey{1, "rdx_a"}
+	k := limitKey{1, 1}
 	for i := range 20 {
 		if ok, left, _, _ := l.take(k); !ok || left != 19-i {
 			t.Fatalf("request %d of the burst: ok %v, left %d; want ok, %d left", i+1, ok, left, 19-i)
@@ -79,7 +79,7 @@ func TestRateLimiterBucket(t *testing.T) {
 	if ok || left != 0 || wait != 100*time.Millisecond || full != 2*time.Second {
 		t.Errorf("after the burst: ok %v left %d full %v wait %v; want refused, 0, 2s, 100ms", ok, left, full, wait)
 	}
-	if ok, _, _, _ := l.take(limitKey{1, "rdx_b"}); !ok {
+	if ok, _, _, _ := l.take(limitKey{1, 2}); !ok {
 		t.Error("another key was refused")
 	}
 	now = now.Add(100 * time.Millisecond)
@@ -87,7 +87,7 @@ func TestRateLimiterBucket(t *testing.T) {
 		t.Error("after 100ms (one token at 10/s): refused")
 	}
 	now = now.Add(time.Minute)
-	l.take(limitKey{2, "rdx_c"})
+	l.take(limitKey{2, 3})
 	if len(l.buckets) != 1 {
 		t.Errorf("after a minute idle: %d buckets; want the idle ones dropped, 1 left", len(l.buckets))
 	}
