@@ -174,17 +174,7 @@ func relatedRead(k relKind, where string, args []any, out map[int64][]byte) read
 
 // encodedRead returns a read of res's objects that pass where, which puts each, encoded, into out by id.
 func encodedRead[T any, P object[T]](res *resource, where string, args []any, out map[int64][]byte) read {
-	return read{res.selectSQL + where, args, func(rows rows) error {
-		var v T
-		dest := P(&v).scanDest()
-		for rows.Next() {
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			out[P(&v).key()] = P(&v).appendJSON(nil)
-		}
-		return rows.Err()
-	}}
+	return eachRow[T, P](res.selectSQL+where, args, func(v P) { out[v.key()] = v.appendJSON(nil) })
 }
 
 // appendExpanded appends v with its expansions: the encoded object with, before its closing brace,
