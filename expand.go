@@ -59,20 +59,18 @@ func parseExpand(r *http.Request, q url.Values, allowed []expansion) ([]expansio
 	if len(vals) > maxExpandValues {
 		return nil, badRequest("invalid_expand", fmt.Sprintf("expand[] is given %d times; at most %d.", len(vals), maxExpandValues))
 	}
-	var out []expansion
-	for _, e := range allowed {
-		if slices.Contains(vals, e.name) {
-			out = append(out, e)
-		}
-	}
 	for _, v := range vals {
 		if !slices.ContainsFunc(allowed, func(e expansion) bool { return e.name == v }) {
 			return nil, badRequest("invalid_expand", unknownExpandDetail(v, allowed))
 		}
 	}
-	for _, e := range out {
-		if aerr := needScope(r, e.kind.scope()); aerr != nil {
-			return nil, aerr
+	var out []expansion
+	for _, e := range allowed {
+		if slices.Contains(vals, e.name) {
+			if aerr := needScope(r, e.kind.scope()); aerr != nil {
+				return nil, aerr
+			}
+			out = append(out, e)
 		}
 	}
 	return out, nil
