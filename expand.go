@@ -130,20 +130,18 @@ func getObject[T any, P object[T]](ctx context.Context, rd reader, res *resource
 	exps []expansion) (v T, rel related, err error) {
 	var objs []T
 	reads := []read{rowsInto[T, P](&objs, res.selectSQL+` AND id = $2`, companyID, id)}
-	for k := range numRelKinds {
-		var cols []string
-		for _, e := range exps {
-			if e.kind == k {
-				cols = append(cols, e.col)
-			}
-		}
-		if cols == nil {
+	var cols [numRelKinds][]string
+	for _, e := range exps {
+		cols[e.kind] = append(cols[e.kind], e.col)
+	}
+	for k, kindCols := range cols {
+		if kindCols == nil {
 			continue
 		}
 		rel[k] = make(map[int64][]byte)
-		ids := ` AND id IN (SELECT unnest(ARRAY[` + strings.Join(cols, ", ") + `]) FROM ` + res.table +
+		ids := ` AND id IN (SELECT unnest(ARRAY[` + strings.Join(kindCols, ", ") + `]) FROM ` + res.table +
 			` WHERE company_id = $1 AND id = $2)`
-		reads = append(reads, relatedRead(k, ids, []any{companyID, id}, rel[k]))
+		reads = append(reads, relatedRead(relKind(k), ids, []any{companyID, id}, rel[k]))
 	}
 	if err = rd(ctx, reads...); err != nil {
 		return v, rel, err
