@@ -35,7 +35,6 @@ type business struct {
 // statusOpen is the status a business starts in (schema/0002_reference_data.sql).
 const statusOpen = 1
 
-// fields are the fields a client may set, applied onto b.
 func (b *business) fields() []bodyField {
 	return []bodyField{
 		{"title", requiredText(&b.Title, 255), true},
@@ -66,7 +65,6 @@ func (b *business) appendJSON(dst []byte) []byte {
 func (b *business) key() int64     { return b.ID }
 func (b *business) version() int64 { return b.Version }
 
-// sortKey returns b's key in the sort of that name (list.go cursors carry it).
 func (b *business) sortKey(sort string) (string, bool) {
 	switch sort {
 	case "createdAt":
@@ -88,7 +86,6 @@ func (b *business) sortKey(sort string) (string, bool) {
 	return "", false
 }
 
-// relatedID returns the id the expansion name points at.
 func (b *business) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
