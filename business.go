@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -170,12 +171,8 @@ func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *busi
 // defaults: the company's currency and default board, the board's first stage, the "open" status,
 // the key's user as owner, and the end of the stage as position.
 func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (business, error) {
-	if b.StatusID == 0 {
-		b.StatusID = statusOpen
-	}
-	if b.UserOwnerID == 0 {
-		b.UserOwnerID = t.userID
-	}
+	b.StatusID = cmp.Or(b.StatusID, statusOpen)
+	b.UserOwnerID = cmp.Or(b.UserOwnerID, t.userID)
 	if b.CurrencyID == 0 || b.BoardID == 0 || b.StageID == 0 {
 		const defaults = `SELECT CASE WHEN $2::bigint = 0 THEN c.default_currency_id ELSE $2 END,
 				CASE WHEN $3::bigint = 0 THEN coalesce(d.id, 0) ELSE $3 END,
