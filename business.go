@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -35,7 +36,6 @@ type business struct {
 // statusOpen is the status a business starts in (schema/0002_reference_data.sql).
 const statusOpen = 1
 
-// fields are the fields a client may set, applied onto b.
 func (b *business) fields() []bodyField {
 	return []bodyField{
 		{"title", requiredText(&b.Title, 255), true},
@@ -66,7 +66,6 @@ func (b *business) appendJSON(dst []byte) []byte {
 func (b *business) key() int64     { return b.ID }
 func (b *business) version() int64 { return b.Version }
 
-// sortKey returns b's key in the sort of that name (list.go cursors carry it).
 func (b *business) sortKey(sort string) (string, bool) {
 	switch sort {
 	case "createdAt":
@@ -88,7 +87,6 @@ func (b *business) sortKey(sort string) (string, bool) {
 	return "", false
 }
 
-// relatedID returns the id the expansion name points at.
 func (b *business) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":
@@ -173,12 +171,8 @@ func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *busi
 // defaults: the company's currency and default board, the board's first stage, the "open" status,
 // the key's user as owner, and the end of the stage as position.
 func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (business, error) {
-	if b.StatusID == 0 {
-		b.StatusID = statusOpen
-	}
-	if b.UserOwnerID == 0 {
-		b.UserOwnerID = t.userID
-	}
+	b.StatusID = cmp.Or(b.StatusID, statusOpen)
+	b.UserOwnerID = cmp.Or(b.UserOwnerID, t.userID)
 	if b.CurrencyID == 0 || b.BoardID == 0 || b.StageID == 0 {
 		const defaults = `SELECT CASE WHEN $2::bigint = 0 THEN c.default_currency_id ELSE $2 END,
 				CASE WHEN $3::bigint = 0 THEN coalesce(d.id, 0) ELSE $3 END,

@@ -35,7 +35,6 @@ type contact struct {
 	Version        int64
 }
 
-// fields are the fields a client may set, applied onto c.
 func (c *contact) fields() []bodyField {
 	return []bodyField{
 		{"name", requiredText(&c.Name, 255), true},
@@ -71,7 +70,6 @@ func (c *contact) appendJSON(b []byte) []byte {
 func (c *contact) key() int64     { return c.ID }
 func (c *contact) version() int64 { return c.Version }
 
-// sortKey returns c's key in the sort of that name (list.go cursors carry it).
 func (c *contact) sortKey(sort string) (string, bool) {
 	switch sort {
 	case "createdAt":
@@ -86,7 +84,6 @@ func (c *contact) sortKey(sort string) (string, bool) {
 	return "", false
 }
 
-// relatedID returns the id the expansion name points at.
 func (c *contact) relatedID(name string) (int64, bool) {
 	switch name {
 	case "organization":

@@ -152,10 +152,8 @@ func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
 
 // objectRequest reads what every request for one object starts with: the path id (when the route
 // has one) and expand[].
-func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiError) {
-	var id int64
+func objectRequest(r *http.Request, res *resource) (id int64, exps []expansion, aerr *apiError) {
 	if r.PathValue("id") != "" { // the route has an {id}
-		var aerr *apiError
 		if id, aerr = pathID(r); aerr != nil {
 			return 0, nil, aerr
 		}
@@ -164,7 +162,7 @@ func objectRequest(r *http.Request, res *resource) (int64, []expansion, *apiErro
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	exps, aerr := parseExpand(r, q, res.expansions)
+	exps, aerr = parseExpand(r, q, res.expansions)
 	return id, exps, aerr
 }
 

@@ -176,19 +176,24 @@ func (l *commaList) Scan(v any) error {
 	return nil
 }
 
-// rowsInto returns a read of q that scans its rows into new Ts appended to *out.
-func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
+// eachRow returns a read of q that scans each of its rows into one T and passes it to take.
+func eachRow[T any, P scanner[T]](q string, args []any, take func(P)) read {
 	return read{q, args, func(rows rows) error {
 		var v T
-		dest := P(&v).scanDest() // every row sets every column: v is scanned into again and copied out
+		dest := P(&v).scanDest() // every row sets every column: v is scanned into again
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			*out = append(*out, v)
+			take(&v)
 		}
 		return rows.Err()
 	}}
+}
+
+// rowsInto returns a read of q that scans its rows into new Ts appended to *out.
+func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
+	return eachRow[T, P](q, args, func(v P) { *out = append(*out, *v) })
 }
 
 // queryAll runs the SELECT q and returns its rows as Ts.
