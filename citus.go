@@ -29,16 +29,14 @@ func (s *store) distribute(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
+	// The migration lock, and two settings for this transaction (set_config's true: SET LOCAL).
 	// Sequential: the shards of the transaction's DDL are made over one connection a worker, so that
 	// the foreign keys made later in it see them. Unsafe triggers: Citus's name for triggers on
 	// shards; those of schema/0010_citus.sql are safe there, as each writes only rows of the company
 	// of the row it fires for, which are on the same worker.
-	for _, set := range []string{`SET LOCAL citus.multi_shard_modify_mode = 'sequential'`, `SET LOCAL citus.enable_unsafe_triggers = on`} {
-		if _, err := tx.ExecContext(ctx, set); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+	const setUp = `SELECT pg_advisory_xact_lock($1), set_config('citus.multi_shard_modify_mode', 'sequential', true),
+		set_config('citus.enable_unsafe_triggers', 'on', true)`
+	if _, err := tx.ExecContext(ctx, setUp, migrationLock); err != nil {
 		return err
 	}
 	// The statements, in order: a new cursor key (when the events move), drop the foreign keys of
