@@ -5,31 +5,19 @@ import (
 	"fmt"
 )
 
-// Citus (docs/scaling.md): on a database with the citus extension, migrate ends by spreading the
-// tables over the workers. The schema files are the same as on plain PostgreSQL; this is the one
-// step that differs.
+// distribute ends migrate on a database with the citus extension (docs/scaling.md): every table with
+// a company_id column is distributed by it, all in one colocation group, so that each request goes to
+// the one worker of its company; every other table becomes a reference table. What is not of one
+// company (a key's look-up by its hash, the servers' background work) asks every shard, and none of it
+// may take FOR UPDATE across shards.
 //
-//   - A table with a company_id column is distributed by it, every one in one colocation group, so
-//     that all of a company's rows are on one worker and each request is routed to that worker.
-//   - Every other table (companies, countries, currencies, statuses, server_secrets,
-//     schema_migrations) becomes a reference table, copied to every node.
-//
-// What is not of one company asks every shard: a key's look-up by its hash (auth.go, once a
-// keyCacheTTL per key and server), and the servers' background work (retention and expiry deletes,
-// the webhook worker's claim), none of which may take FOR UPDATE across shards.
-//
-// Citus distributes a table only without foreign keys to or from plain tables, so the foreign keys
-// of the tables still to distribute are dropped, the tables distributed, and the keys made again,
-// all in one transaction under the migration lock. A database whose tables are all distributed
-// already costs one query.
-//
-// A database in use moves its rows into the shards (docs/scaling.md). The count triggers are off
-// meanwhile: those rows are counted already. The events' trigger is on: each event copied takes the
-// id of the copying transaction on its worker, as every event of that worker's feed must (events.go),
-// so all of a company's events from before come first in its feed, in id order. Cursors from
-// before the move are positions among the old transaction ids, which mean nothing on the workers:
-// the key that signs cursors is made anew, and the servers, restarted on the coordinator, refuse
-// them (400); clients start their walks again.
+// Citus distributes a table only without foreign keys to or from plain tables: the keys of the tables
+// still to distribute are dropped, the tables distributed, and the keys made again, all in one
+// transaction under the migration lock. A database in use moves its rows into the shards with the
+// count triggers off, as those rows are counted already, and the events' trigger on, so that each
+// copied event takes the id of the copying transaction on its worker (events.go) and a company's old
+// events come first in its feed. Old cursors mean nothing on the workers: the cursor key is made anew,
+// and the servers refuse them (400).
 func (s *store) distribute(ctx context.Context) error {
 	var citus bool
 	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'citus')`).Scan(&citus)
@@ -41,16 +29,14 @@ func (s *store) distribute(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback()
+	// The migration lock, and two settings for this transaction (set_config's true: SET LOCAL).
 	// Sequential: the shards of the transaction's DDL are made over one connection a worker, so that
 	// the foreign keys made later in it see them. Unsafe triggers: Citus's name for triggers on
 	// shards; those of schema/0010_citus.sql are safe there, as each writes only rows of the company
 	// of the row it fires for, which are on the same worker.
-	for _, set := range []string{`SET LOCAL citus.multi_shard_modify_mode = 'sequential'`, `SET LOCAL citus.enable_unsafe_triggers = on`} {
-		if _, err := tx.ExecContext(ctx, set); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+	const setUp = `SELECT pg_advisory_xact_lock($1), set_config('citus.multi_shard_modify_mode', 'sequential', true),
+		set_config('citus.enable_unsafe_triggers', 'on', true)`
+	if _, err := tx.ExecContext(ctx, setUp, migrationLock); err != nil {
 		return err
 	}
 	// The statements, in order: a new cursor key (when the events move), drop the foreign keys of
@@ -89,16 +75,16 @@ func (s *store) distribute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer rows.Close()
+	// Collected first: tx runs no statement while rows is open, and Next's false closes it.
 	var stmts []string
 	for rows.Next() {
 		var stmt string
 		if err := rows.Scan(&stmt); err != nil {
-			rows.Close()
 			return err
 		}
 		stmts = append(stmts, stmt)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}

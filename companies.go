@@ -19,14 +19,6 @@ type newCompany struct {
 	APIKey    string
 }
 
-// Defaults every company starts with.
-var (
-	defaultContactStages = []string{"Lead", "Prospect", "Customer"}
-	defaultBoardStages   = []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"}
-)
-
-const defaultCurrencyID = 978 // EUR
-
 // createCompany creates a company with its first user, default contact stages, a default board with
 // its stages, EUR as default currency, and an API key for that user, in one transaction.
 func (s *store) createCompany(ctx context.Context, name string) (newCompany, error) {
@@ -36,8 +28,8 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 		return nc, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, $2) RETURNING id`
-	if err := tx.QueryRowContext(ctx, qCompany, name, defaultCurrencyID).Scan(&nc.CompanyID); err != nil {
+	const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, 978) RETURNING id` // 978: EUR
+	if err := tx.QueryRowContext(ctx, qCompany, name).Scan(&nc.CompanyID); err != nil {
 		return nc, fmt.Errorf("insert company: %w", err)
 	}
 	const qUser = `INSERT INTO users (company_id, name, surname) VALUES ($1, 'Admin', NULL) RETURNING id`
@@ -51,10 +43,12 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 	}
 	const qStages = `INSERT INTO stages (company_id, board_id, name, position)
 		SELECT $1, $2, name, ord FROM unnest($3::text[]) WITH ORDINALITY AS s(name, ord)`
-	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, nil, defaultContactStages); err != nil {
+	contactStages := []string{"Lead", "Prospect", "Customer"}
+	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, nil, contactStages); err != nil {
 		return nc, fmt.Errorf("insert contact stages: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, defaultBoardStages); err != nil {
+	boardStages := []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"}
+	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, boardStages); err != nil {
 		return nc, fmt.Errorf("insert board stages: %w", err)
 	}
 	if _, nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, apiKey{Name: "first key", Scopes: []string{"*"}, UserID: nc.UserID}); err != nil {

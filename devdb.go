@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +45,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	abs, _ := filepath.Abs(*dir)
 	if u, err := pgRunAs(); err == nil && u != nil && u.blockedAncestor(filepath.Dir(abs)) != "" {
 		sum := sha256.Sum256([]byte(abs))
-		moved := filepath.Join(os.TempDir(), "rolodex-dev-"+hex.EncodeToString(sum[:4]))
+		moved := filepath.Join(os.TempDir(), fmt.Sprintf("rolodex-dev-%x", sum[:4]))
 		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
 		*dir = moved
 	}
@@ -145,8 +144,7 @@ func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) 
 	if p.pidFileLine(0) != strconv.Itoa(os.Getppid()) && p.ctl(ctx, "status").Run() == nil {
 		p.ctl(ctx, "stop", "-m", "fast").Run()
 	}
-	err = p.start(ctx, fast)
-	if err != nil && strings.Contains(err.Error(), "Address already in use") {
+	if err = p.start(ctx, fast); err != nil && strings.Contains(err.Error(), "Address already in use") {
 		err = p.start(ctx, fast) // another process took the port meanwhile
 	}
 	if err != nil {
