@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,11 +48,7 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 		return nil, badRequest("invalid_parameter", "The query string is malformed.")
 	}
 	for name, vs := range q {
-		known := false
-		for _, a := range allowed {
-			known = known || a == name
-		}
-		if !known {
+		if !slices.Contains(allowed, name) {
 			return nil, badRequest("invalid_parameter", fmt.Sprintf("Unknown query parameter %q; allowed: %s.", name, strings.Join(allowed, ", ")))
 		}
 		if len(vs) > 1 && name != "expand[]" && name != "type" {
@@ -83,15 +80,7 @@ func ifMatch(r *http.Request) []int64 {
 
 // admits reports whether the versions of ifMatch admit version.
 func admits(versions []int64, version int64) bool {
-	if versions == nil {
-		return true
-	}
-	for _, v := range versions {
-		if v == version {
-			return true
-		}
-	}
-	return false
+	return versions == nil || slices.Contains(versions, version)
 }
 
 // etag is the strong entity tag of an object at a version.
@@ -157,10 +146,8 @@ func jsonMembers(b []byte) (members []member, dup string, ok bool) {
 			return nil, "", false
 		}
 		name := tok.(string) // inside an object, the token before a value is always its name
-		for _, m := range members {
-			if m.name == name {
-				return nil, name, false
-			}
+		if hasMember(members, name) {
+			return nil, name, false
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -206,10 +193,8 @@ func applyMembers(members []member, fields []bodyField, readOnly []string) []fie
 	var errs []fieldError
 	for _, m := range members {
 		msg := "is not a known field"
-		for _, ro := range readOnly {
-			if m.name == ro {
-				msg = "is read-only"
-			}
+		if slices.Contains(readOnly, m.name) {
+			msg = "is read-only"
 		}
 		for _, f := range fields {
 			if f.name == m.name {
@@ -237,12 +222,7 @@ func applyCreate(members []member, fields []bodyField) []fieldError {
 
 // hasMember reports whether the body named field.
 func hasMember(members []member, field string) bool {
-	for _, m := range members {
-		if m.name == field {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(members, func(m member) bool { return m.name == field })
 }
 
 // The rules of the fields. Each returns the apply function of a bodyField over the Go value it sets.
