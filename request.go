@@ -234,6 +234,22 @@ func hasMember(members []member, field string) bool {
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 
+// nullable returns the apply function of a nullable field: null sets *p to NULL (T's zero value),
+// another value sets it to what read makes of it, unless read says what is wrong.
+func nullable[T any](p *T, read func(raw json.RawMessage) (T, string)) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		var v T
+		msg := ""
+		if !isNull(raw) {
+			v, msg = read(raw)
+		}
+		if msg == "" {
+			*p = v
+		}
+		return msg
+	}
+}
+
 // jsonString decodes raw as a JSON string of at most max characters without NUL characters
 // (PostgreSQL text cannot hold them).
 func jsonString(raw json.RawMessage, max int) (string, string) {
@@ -274,20 +290,13 @@ func requiredText(p *string, max int) func(json.RawMessage) string {
 
 // nullableText sets a string or null; check, when not nil, vets the string.
 func nullableText(p *pgtype.Text, max int, check func(string) string) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Text{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Text, string) {
 		s, msg := jsonString(raw, max)
 		if msg == "" && check != nil {
 			msg = check(s)
 		}
-		if msg == "" {
-			*p = pgtype.Text{String: s, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Text{String: s, Valid: true}, msg
+	})
 }
 
 // checkEmail accepts a bare e-mail address ("ana@example.com", not "Ana <ana@example.com>").
@@ -311,14 +320,10 @@ func checkHTTPURL(s string) string {
 // boolean sets a boolean that is not null.
 func boolean(p *bool) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
-		switch string(raw) {
-		case "true":
-			*p = true
-		case "false":
-			*p = false
-		default:
+		if s := string(raw); s != "true" && s != "false" {
 			return "must be true or false"
 		}
+		*p = string(raw) == "true"
 		return ""
 	}
 }
@@ -341,17 +346,10 @@ func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
 
 // nullableInt sets an integer in [min, max], or null.
 func nullableInt(p *pgtype.Int8, min, max int64) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Int8{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Int8, string) {
 		n, msg := jsonInt(raw, min, max)
-		if msg == "" {
-			*p = pgtype.Int8{Int64: n, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Int8{Int64: n, Valid: true}, msg
+	})
 }
 
 // requiredInt sets an integer in [min, max] that is not null.
@@ -390,22 +388,17 @@ func requiredID(p *int64) func(json.RawMessage) string {
 
 // nullableTime sets an RFC 3339 timestamp (any offset; kept in UTC, truncated to milliseconds) or null.
 func nullableTime(p *pgtype.Timestamptz) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Timestamptz{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Timestamptz, string) {
 		s, msg := jsonString(raw, 64)
 		if msg != "" {
-			return "must be an RFC 3339 timestamp string"
+			return pgtype.Timestamptz{}, "must be an RFC 3339 timestamp string"
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
-		if u := t.UTC(); err != nil || u.Year() < 1 || u.Year() > 9999 {
-			return "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
+		if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
+			return pgtype.Timestamptz{}, "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
 		}
-		*p = pgtype.Timestamptz{Time: t.UTC().Truncate(time.Millisecond), Valid: true}
-		return ""
-	}
+		return pgtype.Timestamptz{Time: t.Truncate(time.Millisecond), Valid: true}, ""
+	})
 }
 
 // maxMoneyDigits is how many digits an amount may have before its decimal point.
@@ -413,17 +406,10 @@ const maxMoneyDigits = 13
 
 // money sets an exact amount or null, from the JSON number's own text, never a float64.
 func money(p *pgtype.Text) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Text{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Text, string) {
 		s, msg := parseMoney(string(raw))
-		if msg == "" {
-			*p = pgtype.Text{String: s, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Text{String: s, Valid: true}, msg
+	})
 }
 
 // parseMoney returns the canonical decimal text of a JSON number that is a valid amount (0 or more,
