@@ -332,13 +332,11 @@ func boolean(p *bool) func(json.RawMessage) string {
 func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
 	s := string(raw)
 	n, err := strconv.ParseInt(s, 10, 64)
-	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
-	}
-	if err != nil || strconv.FormatInt(n, 10) != s {
+	overflow := errors.Is(err, strconv.ErrRange)
+	if !overflow && (err != nil || strconv.FormatInt(n, 10) != s) {
 		return 0, "must be an integer"
 	}
-	if n < min || n > max {
+	if overflow || n < min || n > max {
 		return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
 	}
 	return n, ""
