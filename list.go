@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Lists (API.md section 6): limit, sort, filters and cursors, for every list and count endpoint.
@@ -407,22 +409,11 @@ func timeKey(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 
 // appendPagination appends the "pagination" member of a list answer; next is "" on the last page.
 func appendPagination(b []byte, limit int, next string) []byte {
-	b = append(b, `"pagination":{"limit":`...)
-	b = strconv.AppendInt(b, int64(limit), 10)
-	b = append(b, `,"hasMore":`...)
-	b = strconv.AppendBool(b, next != "")
-	b = append(b, `,"nextCursor":`...)
-	if next == "" {
-		b = append(b, "null"...)
-	} else {
-		b = appendString(b, next)
-	}
-	return append(b, '}')
+	n, hasMore, cursor := int64(limit), next != "", pgtype.Text{String: next, Valid: next != ""}
+	return appendObject(append(b, `"pagination":`...), "limit", &n, "hasMore", &hasMore, "nextCursor", &cursor)
 }
 
 // appendCount appends the body of a /count answer.
 func appendCount(b []byte, n int64) []byte {
-	b = append(b, `{"count":`...)
-	b = strconv.AppendInt(b, n, 10)
-	return append(b, "}\n"...)
+	return append(appendObject(b, "count", &n), '\n')
 }
