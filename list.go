@@ -395,13 +395,10 @@ func (f *sortField) validKey(pos *cursorPos) bool {
 }
 
 // isDecimal reports whether s is digits with at most one decimal point between digits, as
-// PostgreSQL writes a numeric.
+// PostgreSQL writes a numeric, and at most 20 digits on either side.
 func isDecimal(s string) bool {
 	intPart, frac, hasPoint := strings.Cut(s, ".")
-	digits := func(t string) bool {
-		return t != "" && len(t) <= 20 && strings.Trim(t, "0123456789") == ""
-	}
-	return digits(intPart) && (!hasPoint || digits(frac))
+	return allDigits(intPart) && len(intPart) <= 20 && (!hasPoint || allDigits(frac) && len(frac) <= 20)
 }
 
 // timeKey is a time as a cursor carries it.

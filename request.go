@@ -457,6 +457,7 @@ func parseMoney(s string) (string, string) {
 	return whole + "." + fraction, ""
 }
 
+// allDigits reports whether s is one or more of the digits 0 to 9.
 func allDigits(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
 }
