@@ -15,9 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Hand-written JSON output, and writeJSON, which sends it. Every response body is appended into a []byte with these helpers, in a
-// fixed key order and without reflection; appendString matches encoding/json's json.Marshal byte for
-// byte (FuzzAppendString holds it to that).
+// Hand-written JSON output, and writeJSON, which sends it. Every response body is appended into a
+// []byte with these helpers, in a fixed key order and without reflection.
 
 const hexDigits = "0123456789abcdef"
 
@@ -32,7 +31,8 @@ var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 
 // appendString appends s as a JSON string, exactly as json.Marshal would write it: '"' and '\\'
 // escaped, \b \f \n \r \t in short form, other control bytes and <, >, & as \u00XX, U+2028 and U+2029
-// escaped, and each byte of invalid UTF-8 replaced by \ufffd. It does not allocate beyond growing dst.
+// escaped, and each byte of invalid UTF-8 replaced by \ufffd (FuzzAppendString holds it to that). It
+// does not allocate beyond growing dst.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
