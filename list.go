@@ -187,19 +187,13 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 	}
 	if v, ok := q["sort"]; ok {
 		name, desc := strings.CutPrefix(v[0], "-")
-		lq.sort, lq.desc = nil, desc
-		for i := range s.sorts {
-			if s.sorts[i].name == name {
-				lq.sort = &s.sorts[i]
-			}
-		}
-		if name == "id" {
-			lq.sort = &byID
-		}
-		if lq.sort == nil {
+		switch i := slices.IndexFunc(s.sorts, func(f sortField) bool { return f.name == name }); {
+		case i >= 0:
+			lq.sort = &s.sorts[i]
+		case name != "id": // id is byID, the default
 			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
 		}
-		lq.binding = "sort=" + strconv.Quote(v[0]) + "\n"
+		lq.desc, lq.binding = desc, "sort="+strconv.Quote(v[0])+"\n"
 	}
 	for _, f := range s.allFilters() {
 		if v, ok := q[f.name]; ok {
