@@ -15,9 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Hand-written JSON output, and writeJSON, which sends it. Every response body is appended into a []byte with these helpers, in a
-// fixed key order and without reflection; appendString matches encoding/json's json.Marshal byte for
-// byte (FuzzAppendString holds it to that).
+// Hand-written JSON output, and writeJSON, which sends it. Every response body is appended into a
+// []byte with these helpers, in a fixed key order and without reflection.
 
 const hexDigits = "0123456789abcdef"
 
@@ -32,53 +31,47 @@ var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 
 // appendString appends s as a JSON string, exactly as json.Marshal would write it: '"' and '\\'
 // escaped, \b \f \n \r \t in short form, other control bytes and <, >, & as \u00XX, U+2028 and U+2029
-// escaped, and each byte of invalid UTF-8 replaced by \ufffd. It does not allocate beyond growing dst.
+// escaped, and each byte of invalid UTF-8 replaced by \ufffd (FuzzAppendString holds it to that). It
+// does not allocate beyond growing dst.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if jsonSafe[b] {
-				i++
+		if b := s[i]; b < utf8.RuneSelf && jsonSafe[b] {
+			i++
+			continue
+		}
+		c, size := rune(s[i]), 1
+		if c >= utf8.RuneSelf {
+			c, size = utf8.DecodeRuneInString(s[i:])
+			if size > 1 && c != '\u2028' && c != '\u2029' { // valid UTF-8, copied as it is
+				i += size
 				continue
 			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
 		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', byte(c))
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case utf8.RuneError: // a byte of invalid UTF-8
 			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
+		case '\u2028', '\u2029':
 			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 		}
 		i += size
+		start = i
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Lists (API.md section 6): limit, sort, filters and cursors, for every list and count endpoint.
@@ -185,19 +187,13 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 	}
 	if v, ok := q["sort"]; ok {
 		name, desc := strings.CutPrefix(v[0], "-")
-		lq.sort, lq.desc = nil, desc
-		for i := range s.sorts {
-			if s.sorts[i].name == name {
-				lq.sort = &s.sorts[i]
-			}
-		}
-		if name == "id" {
-			lq.sort = &byID
-		}
-		if lq.sort == nil {
+		switch i := slices.IndexFunc(s.sorts, func(f sortField) bool { return f.name == name }); {
+		case i >= 0:
+			lq.sort = &s.sorts[i]
+		case name != "id": // id is byID, the default
 			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
 		}
-		lq.binding = "sort=" + strconv.Quote(v[0]) + "\n"
+		lq.desc, lq.binding = desc, "sort="+strconv.Quote(v[0])+"\n"
 	}
 	for _, f := range s.allFilters() {
 		if v, ok := q[f.name]; ok {
@@ -393,13 +389,10 @@ func (f *sortField) validKey(pos *cursorPos) bool {
 }
 
 // isDecimal reports whether s is digits with at most one decimal point between digits, as
-// PostgreSQL writes a numeric.
+// PostgreSQL writes a numeric, and at most 20 digits on either side.
 func isDecimal(s string) bool {
 	intPart, frac, hasPoint := strings.Cut(s, ".")
-	digits := func(t string) bool {
-		return t != "" && len(t) <= 20 && strings.Trim(t, "0123456789") == ""
-	}
-	return digits(intPart) && (!hasPoint || digits(frac))
+	return allDigits(intPart) && len(intPart) <= 20 && (!hasPoint || allDigits(frac) && len(frac) <= 20)
 }
 
 // timeKey is a time as a cursor carries it.
@@ -407,22 +400,11 @@ func timeKey(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 
 // appendPagination appends the "pagination" member of a list answer; next is "" on the last page.
 func appendPagination(b []byte, limit int, next string) []byte {
-	b = append(b, `"pagination":{"limit":`...)
-	b = strconv.AppendInt(b, int64(limit), 10)
-	b = append(b, `,"hasMore":`...)
-	b = strconv.AppendBool(b, next != "")
-	b = append(b, `,"nextCursor":`...)
-	if next == "" {
-		b = append(b, "null"...)
-	} else {
-		b = appendString(b, next)
-	}
-	return append(b, '}')
+	n, hasMore, cursor := int64(limit), next != "", pgtype.Text{String: next, Valid: next != ""}
+	return appendObject(append(b, `"pagination":`...), "limit", &n, "hasMore", &hasMore, "nextCursor", &cursor)
 }
 
 // appendCount appends the body of a /count answer.
 func appendCount(b []byte, n int64) []byte {
-	b = append(b, `{"count":`...)
-	b = strconv.AppendInt(b, n, 10)
-	return append(b, "}\n"...)
+	return append(appendObject(b, "count", &n), '\n')
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,11 +48,7 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 		return nil, badRequest("invalid_parameter", "The query string is malformed.")
 	}
 	for name, vs := range q {
-		known := false
-		for _, a := range allowed {
-			known = known || a == name
-		}
-		if !known {
+		if !slices.Contains(allowed, name) {
 			return nil, badRequest("invalid_parameter", fmt.Sprintf("Unknown query parameter %q; allowed: %s.", name, strings.Join(allowed, ", ")))
 		}
 		if len(vs) > 1 && name != "expand[]" && name != "type" {
@@ -83,15 +80,7 @@ func ifMatch(r *http.Request) []int64 {
 
 // admits reports whether the versions of ifMatch admit version.
 func admits(versions []int64, version int64) bool {
-	if versions == nil {
-		return true
-	}
-	for _, v := range versions {
-		if v == version {
-			return true
-		}
-	}
-	return false
+	return versions == nil || slices.Contains(versions, version)
 }
 
 // etag is the strong entity tag of an object at a version.
@@ -157,10 +146,8 @@ func jsonMembers(b []byte) (members []member, dup string, ok bool) {
 			return nil, "", false
 		}
 		name := tok.(string) // inside an object, the token before a value is always its name
-		for _, m := range members {
-			if m.name == name {
-				return nil, name, false
-			}
+		if hasMember(members, name) {
+			return nil, name, false
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -206,10 +193,8 @@ func applyMembers(members []member, fields []bodyField, readOnly []string) []fie
 	var errs []fieldError
 	for _, m := range members {
 		msg := "is not a known field"
-		for _, ro := range readOnly {
-			if m.name == ro {
-				msg = "is read-only"
-			}
+		if slices.Contains(readOnly, m.name) {
+			msg = "is read-only"
 		}
 		for _, f := range fields {
 			if f.name == m.name {
@@ -237,12 +222,7 @@ func applyCreate(members []member, fields []bodyField) []fieldError {
 
 // hasMember reports whether the body named field.
 func hasMember(members []member, field string) bool {
-	for _, m := range members {
-		if m.name == field {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(members, func(m member) bool { return m.name == field })
 }
 
 // The rules of the fields. Each returns the apply function of a bodyField over the Go value it sets.
@@ -253,6 +233,22 @@ func hasMember(members []member, field string) bool {
 // slower still.
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// nullable returns the apply function of a nullable field: null sets *p to NULL (T's zero value),
+// another value sets it to what read makes of it, unless read says what is wrong.
+func nullable[T any](p *T, read func(raw json.RawMessage) (T, string)) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		var v T
+		msg := ""
+		if !isNull(raw) {
+			v, msg = read(raw)
+		}
+		if msg == "" {
+			*p = v
+		}
+		return msg
+	}
+}
 
 // jsonString decodes raw as a JSON string of at most max characters without NUL characters
 // (PostgreSQL text cannot hold them).
@@ -294,20 +290,13 @@ func requiredText(p *string, max int) func(json.RawMessage) string {
 
 // nullableText sets a string or null; check, when not nil, vets the string.
 func nullableText(p *pgtype.Text, max int, check func(string) string) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Text{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Text, string) {
 		s, msg := jsonString(raw, max)
 		if msg == "" && check != nil {
 			msg = check(s)
 		}
-		if msg == "" {
-			*p = pgtype.Text{String: s, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Text{String: s, Valid: true}, msg
+	})
 }
 
 // checkEmail accepts a bare e-mail address ("ana@example.com", not "Ana <ana@example.com>").
@@ -331,14 +320,10 @@ func checkHTTPURL(s string) string {
 // boolean sets a boolean that is not null.
 func boolean(p *bool) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
-		switch string(raw) {
-		case "true":
-			*p = true
-		case "false":
-			*p = false
-		default:
+		if s := string(raw); s != "true" && s != "false" {
 			return "must be true or false"
 		}
+		*p = string(raw) == "true"
 		return ""
 	}
 }
@@ -347,13 +332,11 @@ func boolean(p *bool) func(json.RawMessage) string {
 func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
 	s := string(raw)
 	n, err := strconv.ParseInt(s, 10, 64)
-	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
-	}
-	if err != nil || strconv.FormatInt(n, 10) != s {
+	overflow := errors.Is(err, strconv.ErrRange)
+	if !overflow && (err != nil || strconv.FormatInt(n, 10) != s) {
 		return 0, "must be an integer"
 	}
-	if n < min || n > max {
+	if overflow || n < min || n > max {
 		return 0, fmt.Sprintf("must be an integer from %d to %d", min, max)
 	}
 	return n, ""
@@ -361,17 +344,10 @@ func jsonInt(raw json.RawMessage, min, max int64) (int64, string) {
 
 // nullableInt sets an integer in [min, max], or null.
 func nullableInt(p *pgtype.Int8, min, max int64) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Int8{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Int8, string) {
 		n, msg := jsonInt(raw, min, max)
-		if msg == "" {
-			*p = pgtype.Int8{Int64: n, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Int8{Int64: n, Valid: true}, msg
+	})
 }
 
 // requiredInt sets an integer in [min, max] that is not null.
@@ -410,22 +386,17 @@ func requiredID(p *int64) func(json.RawMessage) string {
 
 // nullableTime sets an RFC 3339 timestamp (any offset; kept in UTC, truncated to milliseconds) or null.
 func nullableTime(p *pgtype.Timestamptz) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Timestamptz{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Timestamptz, string) {
 		s, msg := jsonString(raw, 64)
 		if msg != "" {
-			return "must be an RFC 3339 timestamp string"
+			return pgtype.Timestamptz{}, "must be an RFC 3339 timestamp string"
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)
-		if u := t.UTC(); err != nil || u.Year() < 1 || u.Year() > 9999 {
-			return "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
+		if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
+			return pgtype.Timestamptz{}, "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
 		}
-		*p = pgtype.Timestamptz{Time: t.UTC().Truncate(time.Millisecond), Valid: true}
-		return ""
-	}
+		return pgtype.Timestamptz{Time: t.Truncate(time.Millisecond), Valid: true}, ""
+	})
 }
 
 // maxMoneyDigits is how many digits an amount may have before its decimal point.
@@ -433,27 +404,17 @@ const maxMoneyDigits = 13
 
 // money sets an exact amount or null, from the JSON number's own text, never a float64.
 func money(p *pgtype.Text) func(json.RawMessage) string {
-	return func(raw json.RawMessage) string {
-		if isNull(raw) {
-			*p = pgtype.Text{}
-			return ""
-		}
+	return nullable(p, func(raw json.RawMessage) (pgtype.Text, string) {
 		s, msg := parseMoney(string(raw))
-		if msg == "" {
-			*p = pgtype.Text{String: s, Valid: true}
-		}
-		return msg
-	}
+		return pgtype.Text{String: s, Valid: true}, msg
+	})
 }
 
 // parseMoney returns the canonical decimal text of a JSON number that is a valid amount (0 or more,
 // at most 2 fractional digits as written, so 0.10 stays 0.10; an exponent applied, so 1e2 is 100),
 // or what is wrong with it.
 func parseMoney(s string) (string, string) {
-	if s == "" || s[0] == '"' || s[0] == '{' || s[0] == '[' || s == "true" || s == "false" {
-		return "", "must be a number"
-	}
-	if s[0] == '-' {
+	if strings.HasPrefix(s, "-") {
 		return "", "must be 0 or more"
 	}
 	mant, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
@@ -496,6 +457,7 @@ func parseMoney(s string) (string, string) {
 	return whole + "." + fraction, ""
 }
 
+// allDigits reports whether s is one or more of the digits 0 to 9.
 func allDigits(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
 }
