@@ -529,6 +529,7 @@ func TestIfMatchGuardsPatchAndDelete(t *testing.T) {
 				{"PATCH with the ETag from before another PATCH", "PATCH", stale, fmt.Sprintf(pr.change, 2)},
 				{"PATCH {} with a stale ETag", "PATCH", stale, `{}`},
 				{"PATCH with a weak ETag", "PATCH", "W/" + current, fmt.Sprintf(pr.change, 2)},
+				{"PATCH with the ETag quoted twice", "PATCH", `"` + current + `"`, fmt.Sprintf(pr.change, 2)},
 				{"PATCH with an ETag that never was", "PATCH", `"999999"`, fmt.Sprintf(pr.change, 2)},
 				{"PATCH with a list of stale ETags", "PATCH", stale + `, "999999"`, fmt.Sprintf(pr.change, 2)},
 				{"DELETE with the ETag from before a PATCH", "DELETE", stale, ""},

@@ -71,7 +71,7 @@ func ifMatch(r *http.Request) []int64 {
 		if tag == "*" {
 			return nil
 		}
-		if v, ok := parseID(strings.Trim(tag, `"`)); ok && len(tag) > 2 && tag[0] == '"' && tag[len(tag)-1] == '"' {
+		if v, ok := parseID(strings.TrimSuffix(strings.TrimPrefix(tag, `"`), `"`)); ok && tag[0] == '"' && tag[len(tag)-1] == '"' {
 			versions = append(versions, v)
 		}
 	}
