@@ -123,8 +123,7 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, ne
 				log.Error("panic", "requestId", ri.id, "method", r.Method, "route", ri.pattern,
 					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 				if rec.status == 0 {
-					writeProblem(rec, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
-						Detail: "An internal error occurred. It has been logged with the request id."})
+					writeProblem(rec, r, errInternal)
 				}
 			}
 			log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("requestId", ri.id),

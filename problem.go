@@ -50,6 +50,10 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Detail }
 
+// errInternal answers a bug: a 500 whose details are only in the log, under the request id.
+var errInternal = &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
+	Detail: "An internal error occurred. It has been logged with the request id."}
+
 func badRequest(code, detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Detail: detail}
 }
@@ -113,8 +117,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	default:
 		log.Error("internal error", "requestId", requestInfo(r.Context()).id, "method", r.Method,
 			"route", r.Pattern, "err", err)
-		writeProblem(w, r, &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
-			Detail: "An internal error occurred. It has been logged with the request id."})
+		writeProblem(w, r, errInternal)
 	}
 }
 
