@@ -97,6 +97,17 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 	if err != nil {
 		return nc, fmt.Errorf("find demo company: %w", err)
 	}
+	// A run that stopped between making the company and seeding it (one transaction) left it bare.
+	var seeded bool
+	const qSeeded = `SELECT (SELECT min(id) FROM users WHERE company_id = $1), EXISTS (SELECT FROM organizations WHERE company_id = $1)`
+	if err := s.db.QueryRowContext(ctx, qSeeded, nc.CompanyID).Scan(&nc.UserID, &seeded); err != nil {
+		return nc, fmt.Errorf("look at the demo company: %w", err)
+	}
+	if !seeded {
+		if err := s.seedDemo(ctx, nc); err != nil {
+			return nc, err
+		}
+	}
 	if t, err := s.lookupAPIKey(ctx, hashKey(key)); err == nil && t.companyID == nc.CompanyID {
 		return nc, nil
 	}

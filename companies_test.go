@@ -34,12 +34,16 @@ func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var contacts, business int
-	st.db.QueryRow(`SELECT (SELECT count(*) FROM contacts WHERE company_id = $1), (SELECT count(*) FROM business WHERE company_id = $1)`,
-		first.CompanyID).Scan(&contacts, &business)
-	if contacts != 60 || business != 20 {
-		t.Errorf("demo company has %d contacts and %d business records; want 60 and 20", contacts, business)
+	wantSeeded := func(companyID int64) {
+		t.Helper()
+		var contacts, business int
+		st.db.QueryRow(`SELECT (SELECT count(*) FROM contacts WHERE company_id = $1), (SELECT count(*) FROM business WHERE company_id = $1)`,
+			companyID).Scan(&contacts, &business)
+		if contacts != 60 || business != 20 {
+			t.Errorf("demo company has %d contacts and %d business records; want 60 and 20", contacts, business)
+		}
 	}
+	wantSeeded(first.CompanyID)
 	// The key an earlier run printed is kept; one that no longer works is replaced, once.
 	again, err := st.demoCompany(ctx, first.APIKey)
 	if err != nil || again.CompanyID != first.CompanyID || again.APIKey != first.APIKey {
@@ -56,6 +60,18 @@ func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
 	if r.status != 200 || !strings.Contains(string(r.body), `"surname":"García"`) {
 		t.Errorf("GET /v1/contacts?q=garc with the demo key = %d %.200s; want García contacts", r.status, r.body)
 	}
+	// A run stopped between making the demo company and seeding it left it bare: the next seeds it.
+	if _, err := st.db.Exec(`UPDATE companies SET name = 'Former demo' WHERE id = $1`, first.CompanyID); err != nil {
+		t.Fatal(err)
+	}
+	bare, err := st.createCompany(ctx, demoCompanyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seeded, err := st.demoCompany(ctx, bare.APIKey); err != nil || seeded.CompanyID != bare.CompanyID {
+		t.Errorf("demoCompany after a bare one = %+v, %v; want company %d", seeded, err, bare.CompanyID)
+	}
+	wantSeeded(bare.CompanyID)
 }
 
 func TestCreateCompanyMakesDefaults(t *testing.T) {
