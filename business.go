@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"time"
@@ -147,7 +146,7 @@ var businessLists = &listSpec{
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company
 // may use: a status, a currency, its organization, user and board, and a stage of that board.
 // Another company's object is reported exactly like one that does not exist.
-func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *business) error {
+func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business) error {
 	const q = `SELECT
 		EXISTS (SELECT FROM statuses WHERE id = $2::bigint),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $3),
@@ -157,8 +156,8 @@ func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *busi
 		NOT EXISTS (SELECT FROM boards WHERE company_id = $1 AND id = $6)
 			OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND board_id = $6 AND id = $7)`
 	var ok [6]bool
-	err := tx.QueryRowContext(ctx, q, companyID, b.StatusID, b.OrganizationID, b.CurrencyID,
-		b.UserOwnerID, b.BoardID, b.StageID).Scan(&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
+	err := tx.queryRow(ctx, q, []any{companyID, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
+		&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
 	if err != nil {
 		return fmt.Errorf("check business references: %w", err)
 	}
@@ -170,7 +169,7 @@ func checkBusinessRefs(ctx context.Context, tx *sql.Tx, companyID int64, b *busi
 // createBusiness stores a new business record b for the tenant in tx. What b leaves unset takes the
 // defaults: the company's currency and default board, the board's first stage, the "open" status,
 // the key's user as owner, and the end of the stage as position.
-func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (business, error) {
+func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business, error) {
 	b.StatusID = cmp.Or(b.StatusID, statusOpen)
 	b.UserOwnerID = cmp.Or(b.UserOwnerID, t.userID)
 	if b.CurrencyID == 0 || b.BoardID == 0 || b.StageID == 0 {
@@ -181,8 +180,8 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 				ELSE $4 END
 			FROM companies c LEFT JOIN boards d ON d.company_id = c.id AND d.is_default
 			WHERE c.id = $1`
-		err := tx.QueryRowContext(ctx, defaults, t.companyID, b.CurrencyID, b.BoardID, b.StageID).
-			Scan(&b.CurrencyID, &b.BoardID, &b.StageID)
+		err := tx.queryRow(ctx, defaults, []any{t.companyID, b.CurrencyID, b.BoardID, b.StageID},
+			&b.CurrencyID, &b.BoardID, &b.StageID)
 		if err != nil {
 			return b, fmt.Errorf("business defaults: %w", err)
 		}
@@ -194,10 +193,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 	if !b.Position.Valid {
 		// Creates that default their position take turns per stage, so that each gets its own end of
 		// it. NO KEY UPDATE does not block the foreign-key checks of other writes to the stage.
-		const lock = `SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`
-		if _, err := tx.ExecContext(ctx, lock, t.companyID, b.StageID); err != nil {
-			return b, fmt.Errorf("lock stage: %w", err)
-		}
+		tx.queue(`SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`, t.companyID, b.StageID)
 	}
 	const insert = `INSERT INTO business (company_id, user_creator_id, title, value, deadline, private,
 		position, date_won, reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id)
@@ -205,8 +201,8 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 			$8, $9, $10, $11, $12, $13, $14, $15
 		FROM business WHERE company_id = $1 AND stage_id = $15
 		RETURNING id, position, created_at, updated_at, version`
-	err := tx.QueryRowContext(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...)...).
-		Scan(&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
+	err := tx.queryRow(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...),
+		&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
 	if err != nil {
 		return b, fmt.Errorf("insert business: %w", mapWriteError(err))
 	}
@@ -215,7 +211,7 @@ func createBusiness(ctx context.Context, tx *sql.Tx, t tenant, b business) (busi
 
 // updateBusiness writes b over old in tx, like updateContact; stageId must stay a stage of boardId
 // whichever of them changes.
-func updateBusiness(ctx context.Context, tx *sql.Tx, companyID int64, old, b business) (business, error) {
+func updateBusiness(ctx context.Context, tx *tx, companyID int64, old, b business) (business, error) {
 	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
 		if err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil {

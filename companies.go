@@ -23,38 +23,29 @@ type newCompany struct {
 // its stages, EUR as default currency, and an API key for that user, in one transaction.
 func (s *store) createCompany(ctx context.Context, name string) (newCompany, error) {
 	var nc newCompany
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nc, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
-	const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, 978) RETURNING id` // 978: EUR
-	if err := tx.QueryRowContext(ctx, qCompany, name).Scan(&nc.CompanyID); err != nil {
-		return nc, fmt.Errorf("insert company: %w", err)
-	}
-	const qUser = `INSERT INTO users (company_id, name, surname) VALUES ($1, 'Admin', NULL) RETURNING id`
-	if err := tx.QueryRowContext(ctx, qUser, nc.CompanyID).Scan(&nc.UserID); err != nil {
-		return nc, fmt.Errorf("insert user: %w", err)
-	}
-	var boardID int64
-	const qBoard = `INSERT INTO boards (company_id, name, is_default) VALUES ($1, 'Sales pipeline', true) RETURNING id`
-	if err := tx.QueryRowContext(ctx, qBoard, nc.CompanyID).Scan(&boardID); err != nil {
-		return nc, fmt.Errorf("insert board: %w", err)
-	}
-	const qStages = `INSERT INTO stages (company_id, board_id, name, position)
-		SELECT $1, $2, name, ord FROM unnest($3::text[]) WITH ORDINALITY AS s(name, ord)`
-	contactStages := []string{"Lead", "Prospect", "Customer"}
-	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, nil, contactStages); err != nil {
-		return nc, fmt.Errorf("insert contact stages: %w", err)
-	}
-	boardStages := []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"}
-	if _, err := tx.ExecContext(ctx, qStages, nc.CompanyID, boardID, boardStages); err != nil {
-		return nc, fmt.Errorf("insert board stages: %w", err)
-	}
-	if _, nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, apiKey{Name: "first key", Scopes: []string{"*"}, UserID: nc.UserID}); err != nil {
-		return nc, err
-	}
-	return nc, tx.Commit()
+	err := s.write(ctx, func(tx *tx) error {
+		const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, 978) RETURNING id` // 978: EUR
+		if err := tx.queryRow(ctx, qCompany, []any{name}, &nc.CompanyID); err != nil {
+			return fmt.Errorf("insert company: %w", err)
+		}
+		const qUser = `INSERT INTO users (company_id, name, surname) VALUES ($1, 'Admin', NULL) RETURNING id`
+		if err := tx.queryRow(ctx, qUser, []any{nc.CompanyID}, &nc.UserID); err != nil {
+			return fmt.Errorf("insert user: %w", err)
+		}
+		var boardID int64
+		const qBoard = `INSERT INTO boards (company_id, name, is_default) VALUES ($1, 'Sales pipeline', true) RETURNING id`
+		if err := tx.queryRow(ctx, qBoard, []any{nc.CompanyID}, &boardID); err != nil {
+			return fmt.Errorf("insert board: %w", err)
+		}
+		const qStages = `INSERT INTO stages (company_id, board_id, name, position)
+			SELECT $1, $2, name, ord FROM unnest($3::text[]) WITH ORDINALITY AS s(name, ord)`
+		tx.queue(qStages, nc.CompanyID, nil, []string{"Lead", "Prospect", "Customer"}) // the contact stages
+		tx.queue(qStages, nc.CompanyID, boardID, []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"})
+		var err error
+		_, nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, apiKey{Name: "first key", Scopes: []string{"*"}, UserID: nc.UserID})
+		return err
+	})
+	return nc, err
 }
 
 // cmdCompanyCreate is `rolodex company create`: it prints the new company, its user and key as one
@@ -117,21 +108,10 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 
 // seedDemo fills a new demo company with sample organizations, users, contacts and business records.
 func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback()
 	const qOrgs = `INSERT INTO organizations (company_id, name)
 		SELECT $1, unnest(ARRAY['Acme Corporation', 'Globex', 'Initech', 'Umbrella Logistics', 'Stark Industries'])`
-	if _, err := tx.ExecContext(ctx, qOrgs, nc.CompanyID); err != nil {
-		return fmt.Errorf("seed organizations: %w", err)
-	}
 	const qUsers = `INSERT INTO users (company_id, name, surname, email) VALUES
 		($1, 'Ana', 'García', 'ana@example.com'), ($1, 'Ben', 'Okafor', 'ben@example.com')`
-	if _, err := tx.ExecContext(ctx, qUsers, nc.CompanyID); err != nil {
-		return fmt.Errorf("seed users: %w", err)
-	}
 	// 60 contacts spread over the organizations, stages, users and a few countries.
 	const qContacts = `INSERT INTO contacts (company_id, name, surname, email, phone, job_title, city,
 			with_sales, country_id, stage_id, organization_id, assigned_to_id, user_creator_id)
@@ -145,9 +125,6 @@ func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
 			(SELECT id FROM organizations WHERE company_id = $1 ORDER BY id OFFSET i % 5 LIMIT 1),
 			(SELECT id FROM users WHERE company_id = $1 ORDER BY id OFFSET i % 3 LIMIT 1), $2
 		FROM generate_series(1, 60) AS i`
-	if _, err := tx.ExecContext(ctx, qContacts, nc.CompanyID, nc.UserID); err != nil {
-		return fmt.Errorf("seed contacts: %w", err)
-	}
 	// 20 deals over the default board's stages.
 	const qBusiness = `INSERT INTO business (company_id, title, value, deadline, position, status_id,
 			organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id)
@@ -158,8 +135,15 @@ func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
 			(SELECT s.id FROM stages s JOIN boards b ON b.company_id = s.company_id AND b.id = s.board_id
 				WHERE s.company_id = $1 AND b.is_default ORDER BY s.position OFFSET i % 5 LIMIT 1)
 		FROM generate_series(1, 20) AS i`
-	if _, err := tx.ExecContext(ctx, qBusiness, nc.CompanyID, nc.UserID); err != nil {
-		return fmt.Errorf("seed business: %w", err)
+	err := s.write(ctx, func(tx *tx) error {
+		tx.queue(qOrgs, nc.CompanyID)
+		tx.queue(qUsers, nc.CompanyID)
+		tx.queue(qContacts, nc.CompanyID, nc.UserID)
+		tx.queue(qBusiness, nc.CompanyID, nc.UserID)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("seed the demo company: %w", err)
 	}
-	return tx.Commit()
+	return nil
 }

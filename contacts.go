@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -148,15 +147,15 @@ var contactLists = &listSpec{
 // checkContactRefs returns fieldErrors naming each reference of c that is not an object the company
 // may use: a country, one of its contact stages, organizations or users. Another company's object is
 // reported exactly like one that does not exist.
-func checkContactRefs(ctx context.Context, tx *sql.Tx, companyID int64, c *contact) error {
+func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact) error {
 	const q = `SELECT
 		$2::bigint IS NULL OR EXISTS (SELECT FROM countries WHERE id = $2),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND id = $3 AND board_id IS NULL),
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := tx.QueryRowContext(ctx, q, companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID).
-		Scan(&ok[0], &ok[1], &ok[2], &ok[3])
+	err := tx.queryRow(ctx, q, []any{companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID},
+		&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
 		return fmt.Errorf("check contact references: %w", err)
 	}
@@ -166,7 +165,7 @@ func checkContactRefs(ctx context.Context, tx *sql.Tx, companyID int64, c *conta
 
 // createContact stores a new contact c for the tenant in tx (its user is the creator). References
 // to objects the company does not have are fieldErrors.
-func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contact, error) {
+func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, error) {
 	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
 	}
@@ -176,8 +175,8 @@ func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contac
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		RETURNING id, created_at, updated_at, version`
 	c.UserCreatorID = t.userID
-	err := tx.QueryRowContext(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...)...).
-		Scan(&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
+	err := tx.queryRow(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...),
+		&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
 	}
@@ -188,7 +187,7 @@ func createContact(ctx context.Context, tx *sql.Tx, t tenant, c contact) (contac
 // version. It returns errConflict when the contact has changed since old was read, errNotFound when
 // it is gone, and fieldErrors for references the patch changed to objects the company does not have
 // (the ones already stored were checked when they were written, and the foreign keys keep them so).
-func updateContact(ctx context.Context, tx *sql.Tx, companyID int64, old, c contact) (contact, error) {
+func updateContact(ctx context.Context, tx *tx, companyID int64, old, c contact) (contact, error) {
 	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
 		c.AssignedToID != old.AssignedToID {
 		if err := checkContactRefs(ctx, tx, companyID, &c); err != nil {

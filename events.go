@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/hmac"
-	"database/sql"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -79,23 +78,18 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 	selectSQL: `SELECT id, xid::text::bigint, type, created_at, request_id, object, previous
 		FROM events WHERE company_id = $1`}
 
-// recordEvent writes, in the transaction tx of a change, its event: of type typ, with the object as
+// recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
 // the API returns it and, for an update, the old values of the fields it changed (else nil). The
 // same statement writes its deliveries (webhooks.go): one to each enabled webhook endpoint of the
 // company whose events name its type, its family ("contact.*") or "*".
-func recordEvent(ctx context.Context, tx *sql.Tx, companyID int64, typ, requestID string, object, previous []byte) error {
-	const q = `WITH e AS (
+func recordEvent(tx *tx, companyID int64, typ, requestID string, object, previous []byte) {
+	tx.queue(`WITH e AS (
 			INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)
 			RETURNING company_id, id, type)
 		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
-			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`
-	_, err := tx.ExecContext(ctx, q, companyID, typ, requestID, string(object),
-		pgtype.Text{String: string(previous), Valid: previous != nil})
-	if err != nil {
-		return fmt.Errorf("record event %s: %w", typ, err)
-	}
-	return nil
+			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`,
+		companyID, typ, requestID, string(object), pgtype.Text{String: string(previous), Valid: previous != nil})
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v

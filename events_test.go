@@ -194,14 +194,24 @@ func TestEventsFeedIsGapFreeWhenTransactionsCommitOutOfOrder(t *testing.T) {
 
 	// A writing transaction takes its event id and stays open. (It writes only the event: a contact
 	// would hold its stripe of the company's count, which a later create may need to wait for.)
-	tx, err := testEnv.st.db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if err := recordEvent(ctx, tx, c.id, "contact.created", "held", []byte(`{"name":"Held"}`), nil); err != nil {
-		t.Fatal(err)
-	}
+	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- testEnv.st.write(ctx, func(tx *tx) error {
+			recordEvent(tx, c.id, "contact.created", "held", []byte(`{"name":"Held"}`), nil)
+			err := tx.read(ctx) // sends BEGIN and the event
+			close(held)
+			<-release
+			return err
+		})
+	}()
+	<-held
+	committed := false
+	defer func() {
+		if !committed {
+			close(release)
+			<-done
+		}
+	}()
 	// ...while later ones, with higher ids, commit: a feed of "id > cursor" would serve these and
 	// never the held one.
 	for i := range 3 {
@@ -211,7 +221,9 @@ func TestEventsFeedIsGapFreeWhenTransactionsCommitOutOfOrder(t *testing.T) {
 	if len(got) != 0 {
 		t.Errorf("while an older transaction is open the feed served %v; want nothing after it yet", typesOf(got))
 	}
-	if err := tx.Commit(); err != nil {
+	committed = true
+	close(release)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	got, _ = waitFeed(t, c.key, cursor, "", 4)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -14,8 +13,8 @@ import (
 // The handlers every resource shares: list, count, retrieve, create, update and delete. What differs
 // between resources is data (a resource: its path, its SQL, what its lists and expand[] take) and the
 // methods of its object type (object, below); their writes are functions of the resource's file that
-// take the write's transaction, passed in by addRoutes. Every write is one transaction: begun by
-// startWrite (beginWrite), which also handles the Idempotency-Key, and committed by finishWrite.
+// take the write's transaction, passed in by addRoutes. Every write is one transaction (runWrite),
+// which also handles the Idempotency-Key.
 
 // resource describes one API resource to the shared handlers.
 type resource struct {
@@ -166,13 +165,12 @@ func objectRequest(r *http.Request, res *resource) (id int64, exps []expansion, 
 	return id, exps, aerr
 }
 
-// write is a write request: what bodyRequest read of it, and the transaction beginWrite began.
+// write is a write request: what bodyRequest read of it.
 type write struct {
 	id      int64       // the path id, when the route has one
 	exps    []expansion // expand[]
 	members []member    // the body's, of a POST or PATCH
 	ik      *idempotencyKey
-	tx      *sql.Tx
 }
 
 // bodyRequest is objectRequest for a write: the body's members too (POST, PATCH) and its
@@ -192,10 +190,10 @@ func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (*write,
 	return &wr, aerr
 }
 
-// startWrite reads a write request (bodyRequest), applies a POST's body to fields when they are
-// given (applyCreate: a 422 then costs no database work), and begins its transaction (beginWrite).
-// It returns nil when it has answered the request itself.
-func startWrite(w http.ResponseWriter, r *http.Request, st *store, res *resource, log *slog.Logger, create []bodyField) *write {
+// startWrite reads a write request (bodyRequest) and applies a POST's body to fields when they are
+// given (applyCreate: a 422 then costs no database work). It returns nil when it has answered the
+// request itself.
+func startWrite(w http.ResponseWriter, r *http.Request, res *resource, log *slog.Logger, create []bodyField) *write {
 	wr, aerr := bodyRequest(w, r, res)
 	if aerr != nil {
 		writeProblem(w, r, aerr)
@@ -206,9 +204,6 @@ func startWrite(w http.ResponseWriter, r *http.Request, st *store, res *resource
 			writeError(w, r, log, fieldErrors(errs))
 			return nil
 		}
-	}
-	if !beginWrite(w, r, st, log, wr) {
-		return nil
 	}
 	return wr
 }
@@ -236,25 +231,24 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 
 // handleCreate answers POST /v1/{resource}: 201, the object, its ETag and Location. create stores
 // the object the body describes, for the tenant.
-func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, *sql.Tx, tenant, T) (T, error), log *slog.Logger) http.Handler {
+func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, *tx, tenant, T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		var v T
-		wr := startWrite(w, r, st, res, log, P(&v).fields())
+		var body T
+		wr := startWrite(w, r, res, log, P(&body).fields())
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
-		v, err := create(r.Context(), wr.tx, t, v)
-		if err == nil {
-			err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
-		}
-		var a answer
-		if err == nil {
-			a, err = objectAnswer[T, P](r.Context(), wr.tx, t, http.StatusCreated, v, wr.exps)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			v, err := create(r.Context(), tx, t, body)
+			if err != nil {
+				return answer{}, err
+			}
+			recordEvent(tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
+			a, err := objectAnswer[T, P](r.Context(), tx, t, http.StatusCreated, v, wr.exps)
 			a.location = res.path + "/" + strconv.FormatInt(P(&v).key(), 10)
-		}
-		finishWrite(w, r, st, log, wr, a, err)
+			return a, err
+		})
 	})
 }
 
@@ -266,49 +260,45 @@ const maxUpdateTries = 32
 // object, applies the body, and has update write it unless it changed meanwhile (errConflict): then,
 // without If-Match, it starts again from the object as it is now; with If-Match, the ETag no longer
 // matches, so it is 412. A patch that changes nothing writes nothing.
-func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, tx *sql.Tx, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
+func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, tx *tx, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		wr := startWrite(w, r, st, res, log, nil)
+		wr := startWrite(w, r, res, log, nil)
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
 		versions := ifMatch(r)
-		for try := 1; ; try++ {
-			old, _, err := getObject[T, P](r.Context(), readTx(wr.tx), res, t.companyID, wr.id, nil)
-			if err == nil && !admits(versions, P(&old).version()) {
-				err = errPreconditionFailed
-			}
-			if err != nil {
-				finishWrite(w, r, st, log, wr, answer{}, err)
-				return
-			}
-			v := old
-			if errs := applyMembers(wr.members, P(&v).fields(), readOnlyFields); errs != nil {
-				writeError(w, r, log, fieldErrors(errs))
-				return
-			}
-			if was := P(&old).appendJSON(nil); !bytes.Equal(P(&v).appendJSON(nil), was) { // else nothing changed: updatedAt and the ETag stay
-				v, err = update(r.Context(), wr.tx, t.companyID, old, v)
-				if err == nil {
-					now := P(&v).appendJSON(nil)
-					err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			for try := 1; ; try++ {
+				old, _, err := getObject[T, P](r.Context(), tx.read, res, t.companyID, wr.id, nil)
+				if err == nil && !admits(versions, P(&old).version()) {
+					err = errPreconditionFailed
 				}
+				if err != nil {
+					return answer{}, err
+				}
+				v := old
+				if errs := applyMembers(wr.members, P(&v).fields(), readOnlyFields); errs != nil {
+					return answer{}, fieldErrors(errs)
+				}
+				if was := P(&old).appendJSON(nil); !bytes.Equal(P(&v).appendJSON(nil), was) { // else nothing changed: updatedAt and the ETag stay
+					v, err = update(r.Context(), tx, t.companyID, old, v)
+					if err == nil {
+						now := P(&v).appendJSON(nil)
+						recordEvent(tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
+					}
+				}
+				switch {
+				case errors.Is(err, errConflict) && versions != nil:
+					return answer{}, errPreconditionFailed
+				case errors.Is(err, errConflict) && try < maxUpdateTries:
+					continue // the next read sees the object as the request that won left it
+				case err != nil:
+					return answer{}, err
+				}
+				return objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, wr.exps)
 			}
-			if errors.Is(err, errConflict) && versions != nil {
-				err = errPreconditionFailed
-			}
-			if errors.Is(err, errConflict) && try < maxUpdateTries {
-				continue // the next read sees the object as the request that won left it
-			}
-			var a answer
-			if err == nil {
-				a, err = objectAnswer[T, P](r.Context(), wr.tx, t, http.StatusOK, v, wr.exps)
-			}
-			finishWrite(w, r, st, log, wr, a, err)
-			return
-		}
+		})
 	})
 }
 
@@ -318,65 +308,70 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ct
 func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		wr := startWrite(w, r, st, res, log, nil)
+		wr := startWrite(w, r, res, log, nil)
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
-		var objs []T
-		err := readTx(wr.tx)(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
-		switch {
-		case err != nil:
-		case len(objs) == 0:
-			err = errNotFound
-		case !admits(ifMatch(r), P(&objs[0]).version()):
-			err = errPreconditionFailed
-		default:
-			_, err = wr.tx.ExecContext(r.Context(), `DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, wr.id)
-		}
-		if err == nil && res.event != "" {
-			err = recordEvent(r.Context(), wr.tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
-		}
-		finishWrite(w, r, st, log, wr, answer{status: http.StatusNoContent}, err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			var objs []T
+			err := tx.read(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
+			switch {
+			case err != nil:
+				return answer{}, err
+			case len(objs) == 0:
+				return answer{}, errNotFound
+			case !admits(ifMatch(r), P(&objs[0]).version()):
+				return answer{}, errPreconditionFailed
+			}
+			tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, wr.id)
+			if res.event != "" {
+				recordEvent(tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
+			}
+			return answer{status: http.StatusNoContent}, nil
+		})
 	})
 }
 
-// beginWrite begins wr's transaction. When its Idempotency-Key has an answer kept, is in use or was
-// used for another request, it answers the request itself and returns false.
-func beginWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
-	tx, kept, err := st.beginWrite(r.Context(), tenantOf(r).companyID, wr.ik)
+// runWrite runs do, the work of the write request wr, in one transaction (store.write), and answers
+// with what it returns. The 404 and 412 that the database found are answers too; any other error is
+// answered as it is, and the transaction rolled back. With an Idempotency-Key, a request whose key
+// has an answer kept gets that answer again, and writes nothing; else the answer is kept for the key
+// in the transaction, which commits before the answer is sent.
+func runWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write, do func(*tx) (answer, error)) {
+	companyID := tenantOf(r).companyID
+	var a answer
+	var kept *answer
+	err := st.write(r.Context(), func(tx *tx) error {
+		var err error
+		if wr.ik != nil {
+			if kept, err = lookUpKey(r.Context(), tx, companyID, wr.ik); err != nil || kept != nil {
+				return err
+			}
+		}
+		a, err = do(tx)
+		if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
+			ae := clientError(err)
+			a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
+		}
+		if err == nil && wr.ik != nil && a.keeps() {
+			keepAnswer(tx, companyID, wr.ik, a)
+		}
+		return err
+	})
 	switch {
 	case err != nil:
-		writeError(w, r, log, err)
+		writeError(w, r, log, keyInUse(err))
 	case kept != nil:
 		kept.write(w, r, true)
+	default:
+		a.write(w, r, false)
 	}
-	wr.tx = tx
-	return tx != nil
-}
-
-// finishWrite ends a write whose answer is a, or err. The 404 and 412 that the database found are
-// answers too; any other error is answered as it is and its transaction rolled back. An answer is
-// kept for the Idempotency-Key in the transaction, which commits before the answer is sent.
-func finishWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write, a answer, err error) {
-	if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
-		ae := clientError(err)
-		a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
-	}
-	if err == nil {
-		err = st.commitWrite(r.Context(), wr.tx, tenantOf(r).companyID, wr.ik, a)
-	}
-	if err != nil {
-		writeError(w, r, log, err)
-		return
-	}
-	a.write(w, r, false)
 }
 
 // objectAnswer is the answer of a write that returns v: v with its expansions, read in the write's
 // transaction, and its ETag.
-func objectAnswer[T any, P object[T]](ctx context.Context, tx *sql.Tx, t tenant, status int, v T, exps []expansion) (answer, error) {
-	rel, err := loadRelated[T, P](ctx, readTx(tx), t.companyID, exps, []T{v})
+func objectAnswer[T any, P object[T]](ctx context.Context, tx *tx, t tenant, status int, v T, exps []expansion) (answer, error) {
+	rel, err := loadRelated[T, P](ctx, tx.read, t.companyID, exps, []T{v})
 	if err != nil {
 		return answer{}, err
 	}

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Idempotency keys (API.md section 10, Stripe's semantics): a POST, PATCH or DELETE sent with an
@@ -99,15 +100,10 @@ func (a *answer) keeps() bool {
 	return a.status < 300 || a.status == http.StatusNotFound || a.status == http.StatusPreconditionFailed
 }
 
-// beginWrite begins the transaction of a write of the company. With an Idempotency-Key it takes the
-// key's lock without waiting (errKeyInUse when another request holds it) and returns the answer kept
-// for the key, if any, having ended the transaction; errKeyReused when that answer is of another
-// request.
-func (s *store) beginWrite(ctx context.Context, companyID int64, ik *idempotencyKey) (*sql.Tx, *answer, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil || ik == nil {
-		return tx, nil, err
-	}
+// lookUpKey takes, in tx, the lock of the Idempotency-Key ik of the company without waiting
+// (errKeyInUse when another request holds it) and returns the answer kept for it, if any: then tx
+// is to write nothing. It is errKeyReused when that answer is of another request.
+func lookUpKey(ctx context.Context, tx *tx, companyID int64, ik *idempotencyKey) (*answer, error) {
 	const q = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2, 0)),
 			k.fingerprint, coalesce(k.status, 0), coalesce(k.location, ''), coalesce(k.etag, ''), k.body
 		FROM (SELECT) AS one LEFT JOIN idempotency_keys k
@@ -115,51 +111,43 @@ func (s *store) beginWrite(ctx context.Context, companyID int64, ik *idempotency
 	var locked bool
 	var fingerprint []byte
 	var a answer
-	err = tx.QueryRowContext(ctx, q, companyID, ik.key).
-		Scan(&locked, &fingerprint, &a.status, &a.location, &a.etag, &a.body)
+	err := tx.queryRow(ctx, q, []any{companyID, ik.key}, &locked, &fingerprint, &a.status, &a.location, &a.etag, &a.body)
 	switch {
 	case err != nil:
-		err = fmt.Errorf("look up idempotency key: %w", err)
+		return nil, fmt.Errorf("look up idempotency key: %w", err)
 	case !locked:
-		err = errKeyInUse
+		return nil, errKeyInUse
 	case fingerprint == nil:
-		return tx, nil, nil // a new key: the write goes on
+		return nil, nil // a new key: the write goes on
 	case string(fingerprint) != string(ik.fingerprint[:]):
-		err = errKeyReused
+		return nil, errKeyReused
 	}
-	tx.Rollback()
-	if err != nil {
-		return nil, nil, err
-	}
-	return nil, &a, nil
+	return &a, nil
 }
 
-// commitWrite keeps a for the Idempotency-Key (when there is one and a is kept) in tx, and commits.
-func (s *store) commitWrite(ctx context.Context, tx *sql.Tx, companyID int64, ik *idempotencyKey, a answer) error {
-	if ik != nil && a.keeps() {
-		body := a.body
-		if a.kept != nil {
-			body = a.kept
-		}
-		// An expired row of the key is replaced; a live one was written since the look-up.
-		const q = `INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
-			VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::bytea, ''))
-			ON CONFLICT (company_id, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-				status = excluded.status, location = excluded.location, etag = excluded.etag,
-				body = excluded.body, created_at = excluded.created_at
-			WHERE excluded.created_at - idempotency_keys.created_at >= interval '24 hours'`
-		res, err := tx.ExecContext(ctx, q, companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
-		if err != nil {
-			return fmt.Errorf("keep idempotency key: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return errKeyInUse
-		}
+// keepAnswer queues in tx the statements that keep a for the Idempotency-Key ik of the company,
+// replacing an expired row of the key. A live row was written since the look-up: the INSERT fails
+// on the primary key, the transaction with it, and keyInUse maps that error to errKeyInUse.
+func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
+	body := a.body
+	if a.kept != nil {
+		body = a.kept
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	tx.queue(`DELETE FROM idempotency_keys WHERE company_id = $1 AND key = $2
+		AND created_at <= now() - interval '24 hours'`, companyID, ik.key)
+	tx.queue(`INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
+		VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::bytea, ''))`,
+		companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
+}
+
+// keyInUse returns errKeyInUse for the error of keepAnswer's INSERT, else err. (On Citus the
+// constraint's name has its shard's number appended.)
+func keyInUse(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && strings.HasPrefix(pe.ConstraintName, "idempotency_keys_pkey") {
+		return errKeyInUse
 	}
-	return nil
+	return err
 }
 
 // deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -209,5 +211,34 @@ func TestExpiredKeysAreNewAndDeletedByTheServer(t *testing.T) {
 	}
 	if n := sqlID(t, `SELECT count(*) FROM idempotency_keys WHERE company_id = $1 AND key = 'old 1'`, c.id); n != 1 {
 		t.Errorf("the renewed key was deleted too")
+	}
+}
+
+// A request with the key that committed between this one's look-up and its end (the look-up's
+// snapshot is taken before its lock) makes this one 409, writing nothing: the INSERT of the answer
+// fails on the primary key, and COMMIT, sent after it, never runs.
+func TestKeyKeptMeanwhileRefusesTheWrite(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	ik := &idempotencyKey{key: "meanwhile"}
+	err := testEnv.st.write(ctx, func(tx *tx) error {
+		if kept, err := lookUpKey(ctx, tx, c.id, ik); err != nil || kept != nil {
+			return fmt.Errorf("look-up of a new key: %v, %v", kept, err)
+		}
+		tx.queue(`INSERT INTO organizations (company_id, name) VALUES ($1, 'Meanwhile')`, c.id)
+		const other = `INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
+			VALUES ($1, $2, sha256('another request'), 201, '', '', '{}')`
+		if _, err := testEnv.st.db.ExecContext(ctx, other, c.id, ik.key); err != nil {
+			return err
+		}
+		keepAnswer(tx, c.id, ik, answer{status: http.StatusCreated, body: []byte("{}\n")})
+		return nil
+	})
+	if !errors.Is(keyInUse(err), errKeyInUse) {
+		t.Errorf("write with a key kept meanwhile: %v; want errKeyInUse", err)
+	}
+	if n := sqlID(t, `SELECT count(*) FROM organizations WHERE company_id = $1 AND name = 'Meanwhile'`, c.id); n != 0 {
+		t.Errorf("the refused write made %d organizations; want none", n)
 	}
 }

@@ -87,11 +87,6 @@ func newAPIKey() string {
 // hashKey is what is stored of a key: its SHA-256.
 func hashKey(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
-// execer is what *sql.DB and *sql.Tx have in common.
-type execer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // apiKey is a key as the API shows it: never the key, never its hash.
 type apiKey struct {
 	refObject
@@ -160,15 +155,15 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 
 // insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
 // which is kept nowhere else. A user the company does not have is a fieldError.
-func insertAPIKey(ctx context.Context, tx execer, companyID int64, k apiKey) (apiKey, string, error) {
+func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
 	key := newAPIKey()
 	hash := hashKey(key)
 	k.Prefix = key[:keyPrefixLen]
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
 		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
 		RETURNING id, created_at`
-	err := tx.QueryRowContext(ctx, q, companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt).
-		Scan(&k.ID, &k.CreatedAt)
+	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt},
+		&k.ID, &k.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
 	}
@@ -192,17 +187,18 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		k := apiKey{UserID: t.userID}
-		wr := startWrite(w, r, st, apiKeys, log, k.fields())
+		wr := startWrite(w, r, apiKeys, log, k.fields())
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
 		if aerr := grantable(r, k.Scopes); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		k, key, err := insertAPIKey(r.Context(), wr.tx, t.companyID, k)
-		finishWrite(w, r, st, log, wr, keyAnswer(k, key), err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, k)
+			return keyAnswer(k, key), err
+		})
 	})
 }
 
@@ -212,32 +208,30 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		var expiresIn pgtype.Int8
-		wr := startWrite(w, r, st, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
+		wr := startWrite(w, r, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
-		// The old key ends expiresIn from now, or sooner if it was to anyway.
-		const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
-			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-			RETURNING name, scopes, user_id, hash`
-		var old apiKey
 		var hash []byte
-		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, expiresIn.Int64).Scan(&old.Name, &old.Scopes, &old.UserID, &hash)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = errNotFound
-		}
-		var a answer
-		if err == nil {
-			if aerr := grantable(r, old.Scopes); aerr != nil {
-				writeProblem(w, r, aerr)
-				return
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			// The old key ends expiresIn from now, or sooner if it was to anyway.
+			const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
+				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+				RETURNING name, scopes, user_id, hash`
+			var old apiKey
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, expiresIn.Int64}, &old.Name, &old.Scopes, &old.UserID, &hash)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return answer{}, errNotFound
+			case err != nil:
+				return answer{}, err
 			}
-			var key string
-			old, key, err = insertAPIKey(r.Context(), wr.tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
-			a = keyAnswer(old, key)
-		}
-		finishWrite(w, r, st, log, wr, a, err)
+			if aerr := grantable(r, old.Scopes); aerr != nil {
+				return answer{}, aerr
+			}
+			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+			return keyAnswer(k, key), err
+		})
 		if hash != nil {
 			auth.forget(hash)
 		}
@@ -249,19 +243,20 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		wr := startWrite(w, r, st, apiKeys, log, nil)
+		wr := startWrite(w, r, apiKeys, log, nil)
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
-		const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-			WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
 		var hash []byte
-		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id).Scan(&hash)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = errNotFound
-		}
-		finishWrite(w, r, st, log, wr, answer{status: http.StatusNoContent}, err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
+			return answer{status: http.StatusNoContent}, err
+		})
 		if hash != nil {
 			auth.forget(hash)
 		}
@@ -341,7 +336,12 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 	if lifetime > 0 {
 		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
-	_, key, err := insertAPIKey(ctx, s.db, companyID, k)
+	var key string
+	err = s.write(ctx, func(tx *tx) error {
+		var err error
+		_, key, err = insertAPIKey(ctx, tx, companyID, k)
+		return err
+	})
 	return key, err
 }
 
@@ -360,22 +360,19 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 		hash := hashKey(prefixOrKey)
 		q, arg = revoke+`hash = $1`, hash[:]
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("revoke key: %w", err)
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, q, arg)
-	if err != nil {
-		return fmt.Errorf("revoke key: %w", err)
-	}
-	switch n, _ := res.RowsAffected(); {
-	case n == 0:
-		return errNotFound
-	case n > 1:
-		return fmt.Errorf("%d active keys have the prefix %s: give the whole key", n, prefixOrKey)
-	}
-	return tx.Commit()
+	return s.write(ctx, func(tx *tx) error {
+		var n int
+		if err := tx.queryRow(ctx, `WITH r AS (`+q+` RETURNING 1) SELECT count(*) FROM r`, []any{arg}, &n); err != nil {
+			return fmt.Errorf("revoke key: %w", err)
+		}
+		switch {
+		case n == 0:
+			return errNotFound
+		case n > 1:
+			return fmt.Errorf("%d active keys have the prefix %s: give the whole key", n, prefixOrKey)
+		}
+		return nil
+	})
 }
 
 // activeKeyHashes returns the hashes of the active keys made since since.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -159,10 +158,10 @@ func (o *organization) fields() []bodyField {
 }
 
 // createOrganization stores a new organization o for the tenant's company in tx.
-func createOrganization(ctx context.Context, tx *sql.Tx, t tenant, o organization) (organization, error) {
+func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (organization, error) {
 	const q = `INSERT INTO organizations (company_id, name) VALUES ($1, $2)
 		RETURNING id, name, created_at, updated_at`
-	if err := tx.QueryRowContext(ctx, q, t.companyID, o.Name).Scan(o.scanDest()...); err != nil {
+	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name}, o.scanDest()...); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
 	return o, nil

@@ -253,16 +253,10 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		if !beginWrite(w, r, st, log, wr) {
-			return
-		}
-		defer wr.tx.Rollback()
-		v, err := createWebhook(r.Context(), wr.tx, t.companyID, v)
-		var a answer
-		if err == nil {
-			a = answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
-		}
-		finishWrite(w, r, st, log, wr, a, err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			v, err := createWebhook(r.Context(), tx, t.companyID, v)
+			return answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}, err
+		})
 	})
 }
 
@@ -286,28 +280,25 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		if !beginWrite(w, r, st, log, wr) {
-			return
-		}
-		defer wr.tx.Rollback()
-		var found []webhookEndpoint
-		err := readTx(wr.tx)(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
-		if err == nil && len(found) == 0 {
-			err = errNotFound
-		}
-		var a answer
-		if err == nil {
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			var found []webhookEndpoint
+			err := tx.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
+			switch {
+			case err != nil:
+				return answer{}, err
+			case len(found) == 0:
+				return answer{}, errNotFound
+			}
 			v := found[0]
 			applyMembers(wr.members, v.fields(), readOnlyFields) // checked above
 			if v.Enabled {
 				v.DisabledReason = pgtype.Text{}
 			}
 			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
-				v, err = updateWebhook(r.Context(), wr.tx, t.companyID, v)
+				v, err = updateWebhook(r.Context(), tx, t.companyID, v)
 			}
-			a = answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}
-		}
-		finishWrite(w, r, st, log, wr, a, err)
+			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
+		})
 	})
 }
 
@@ -320,18 +311,16 @@ func newWebhookSecret() string {
 
 // createWebhook stores a new endpoint v of the company in tx, with a new secret. It returns
 // errWebhookLimit when the company has maxWebhookEndpoints already.
-func createWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
-	if _, err := tx.ExecContext(ctx, `SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID); err != nil {
-		return v, fmt.Errorf("lock company %d: %w", companyID, err)
-	}
+	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
 	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret)
 		SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
 	v.Secret = newWebhookSecret()
-	err := tx.QueryRowContext(ctx, q, companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints).
-		Scan(&v.ID, &v.CreatedAt, &v.UpdatedAt)
+	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints},
+		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
 	}
@@ -342,12 +331,12 @@ func createWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEn
 }
 
 // updateWebhook writes v, an endpoint of the company locked in tx, moving updatedAt.
-func updateWebhook(ctx context.Context, tx *sql.Tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+func updateWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
 		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err := tx.QueryRowContext(ctx, q, companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason).
-		Scan(&v.UpdatedAt)
+	err := tx.queryRow(ctx, q, []any{companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
+		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", v.ID, mapWriteError(err))
 	}
@@ -446,25 +435,22 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 			writeProblem(w, r, badRequest("invalid_id", fmt.Sprintf("The delivery id in the path must be a positive integer; got %q.", r.PathValue("deliveryId"))))
 			return
 		}
-		wr := startWrite(w, r, st, deliveries, log, []bodyField{}) // the body sets nothing: {}
+		wr := startWrite(w, r, deliveries, log, []bodyField{}) // the body sets nothing: {}
 		if wr == nil {
 			return
 		}
-		defer wr.tx.Rollback()
-		const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
-			WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
-			RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
-				next_attempt_at, delivered_at, created_at`
-		var d delivery
-		var a answer
-		err := wr.tx.QueryRowContext(r.Context(), q, t.companyID, wr.id, deliveryID).Scan(d.scanDest()...)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			err = errNotFound
-		case err == nil:
-			a = answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}
-		}
-		finishWrite(w, r, st, log, wr, a, err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
+				WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
+				RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
+					next_attempt_at, delivered_at, created_at`
+			var d delivery
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, deliveryID}, d.scanDest()...)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
+			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
+		})
 	})
 }
 
