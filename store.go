@@ -191,10 +191,9 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 // returns fn's error. When a round trip fails unsent, nothing was committed, and fn runs again on
 // another connection (withConn): fn must keep nothing of a run but what it writes in tx.
 //
-// The queued statements pay: against the tree before (0213f72), writing through database/sql's Tx
-// one statement at a time (20,000 contacts, wrk -c32, 4 paired rounds), create measured 1.01x,
-// patch 1.08x, create with an Idempotency-Key 1.10x, patch with one 1.29x; one client (wrk -c1)
-// 1.30x and 1.18x.
+// The queued statements pay: `make bench BASELINE=0213f72 ROUNDS=7` against the tree before, which
+// wrote through database/sql's Tx one statement at a time (20,000 contacts, wrk -c32), measured,
+// paired by round, create 1.15x, patch 1.15x, and with an Idempotency-Key 1.16x and 1.12x.
 func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 	return s.withConn(ctx, func(c *pgx.Conn) error {
 		t := &tx{c: c}
