@@ -340,29 +340,33 @@ func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger
 func runWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write, do func(*tx) (answer, error)) {
 	companyID := tenantOf(r).companyID
 	var a answer
-	var kept *answer
 	err := st.write(r.Context(), func(tx *tx) error {
-		var err error
+		lookedUp := new(bool)
 		if wr.ik != nil {
-			if kept, err = lookUpKey(r.Context(), tx, companyID, wr.ik); err != nil || kept != nil {
-				return err
-			}
+			lookedUp = lookUpKey(tx, companyID, wr.ik)
 		}
+		var err error
 		a, err = do(tx)
 		if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
 			ae := clientError(err)
 			a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
 		}
-		if err == nil && wr.ik != nil && a.keeps() {
-			keepAnswer(tx, companyID, wr.ik, a)
+		if err == nil && wr.ik != nil {
+			if !*lookedUp { // do sent nothing: the look-up's answer comes before COMMIT is sent
+				err = tx.read(r.Context())
+			}
+			if err == nil && a.keeps() {
+				keepAnswer(tx, companyID, wr.ik, a)
+			}
 		}
 		return err
 	})
+	var kept *keptAnswer
 	switch {
+	case errors.As(err, &kept):
+		kept.write(w, r, true)
 	case err != nil:
 		writeError(w, r, log, keyInUse(err))
-	case kept != nil:
-		kept.write(w, r, true)
 	default:
 		a.write(w, r, false)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5"
 )
 
 // Idempotency keys (API.md section 10, Stripe's semantics): a POST, PATCH or DELETE sent with an
@@ -20,7 +20,8 @@ import (
 // waiting: a second request with the key while the first runs is 409 at once, never a second write.
 // Under that lock it looks the key up (schema/0005_idempotency.sql). The primary key is the last
 // word: if another request with the key committed between that look-up's snapshot and the lock, the
-// INSERT of the answer finds its row and this request is 409 too, writing nothing.
+// INSERT of the answer finds its row and this request is 409 too, writing nothing. The look-up goes
+// out with the write's first statement, in one round trip (lookUpKey).
 
 // Keys are kept 24 hours (the interval in the statements below).
 const (
@@ -100,34 +101,48 @@ func (a *answer) keeps() bool {
 	return a.status < 300 || a.status == http.StatusNotFound || a.status == http.StatusPreconditionFailed
 }
 
-// lookUpKey takes, in tx, the lock of the Idempotency-Key ik of the company without waiting
-// (errKeyInUse when another request holds it) and returns the answer kept for it, if any: then tx
-// is to write nothing. It is errKeyReused when that answer is of another request.
-func lookUpKey(ctx context.Context, tx *tx, companyID int64, ik *idempotencyKey) (*answer, error) {
-	const q = `SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2, 0)),
+// keptAnswer is the error of a write whose Idempotency-Key has an answer kept: the write is rolled
+// back, and the answer sent again.
+type keptAnswer struct{ answer }
+
+func (*keptAnswer) Error() string { return "the idempotency key has an answer kept" }
+
+// lookUpKey queues in tx the look-up of the Idempotency-Key ik of the company, to go out with the
+// write's first statement. That round trip then fails with errKeyInUse when another request holds
+// the key's lock, with errKeyReused when the answer kept for the key is of another request, and with
+// a *keptAnswer when it is of this one; the write is to write nothing then. A held lock fails the
+// look-up itself, by a division by zero (keyInUse maps it): the statements sent with it never run,
+// so none waits for the request that holds the lock. After a kept answer they run, and are rolled
+// back with the transaction. The returned flag is set once the look-up's round trip has returned.
+func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey) *bool {
+	const q = `SELECT 1 / pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2, 0))::int,
 			k.fingerprint, coalesce(k.status, 0), coalesce(k.location, ''), coalesce(k.etag, ''), k.body
 		FROM (SELECT) AS one LEFT JOIN idempotency_keys k
 			ON k.company_id = $1 AND k.key = $2 AND k.created_at > now() - interval '24 hours'`
-	var locked bool
-	var fingerprint []byte
-	var a answer
-	err := tx.queryRow(ctx, q, []any{companyID, ik.key}, &locked, &fingerprint, &a.status, &a.location, &a.etag, &a.body)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("look up idempotency key: %w", err)
-	case !locked:
-		return nil, errKeyInUse
-	case fingerprint == nil:
-		return nil, nil // a new key: the write goes on
-	case string(fingerprint) != string(ik.fingerprint[:]):
-		return nil, errKeyReused
-	}
-	return &a, nil
+	sent := new(bool)
+	tx.queueRow(q, []any{companyID, ik.key}, func(row pgx.Row) error {
+		*sent = true
+		var one int
+		var fingerprint []byte
+		var a answer
+		if err := row.Scan(&one, &fingerprint, &a.status, &a.location, &a.etag, &a.body); err != nil {
+			return fmt.Errorf("look up idempotency key: %w", err)
+		}
+		switch {
+		case fingerprint == nil:
+			return nil // a new key: the write goes on
+		case string(fingerprint) != string(ik.fingerprint[:]):
+			return errKeyReused
+		}
+		return &keptAnswer{a}
+	})
+	return sent
 }
 
 // keepAnswer queues in tx the statements that keep a for the Idempotency-Key ik of the company,
 // replacing an expired row of the key. A live row was written since the look-up: the INSERT fails
-// on the primary key, the transaction with it, and keyInUse maps that error to errKeyInUse.
+// on the primary key, the transaction with it, and keyInUse maps that error to errKeyInUse. They go
+// out with COMMIT.
 func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 	body := a.body
 	if a.kept != nil {
@@ -140,11 +155,12 @@ func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 		companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
 }
 
-// keyInUse returns errKeyInUse for the error of keepAnswer's INSERT, else err. (On Citus the
-// constraint's name has its shard's number appended.)
+// keyInUse returns errKeyInUse for the error of lookUpKey's division by zero or keepAnswer's
+// INSERT, else err. That INSERT's is the unique violation of the round trip that commits: no other
+// statement queued for it has a key a request could repeat. (Citus does not pass on the name of the
+// constraint.)
 func keyInUse(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" && strings.HasPrefix(pe.ConstraintName, "idempotency_keys_pkey") {
+	if code := pgCode(err); code == "22012" || code == "23505" && errors.Is(err, errCommit) {
 		return errKeyInUse
 	}
 	return err

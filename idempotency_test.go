@@ -223,8 +223,9 @@ func TestKeyKeptMeanwhileRefusesTheWrite(t *testing.T) {
 	ctx := context.Background()
 	ik := &idempotencyKey{key: "meanwhile"}
 	err := testEnv.st.write(ctx, func(tx *tx) error {
-		if kept, err := lookUpKey(ctx, tx, c.id, ik); err != nil || kept != nil {
-			return fmt.Errorf("look-up of a new key: %v, %v", kept, err)
+		lookUpKey(tx, c.id, ik)
+		if err := tx.read(ctx); err != nil {
+			return fmt.Errorf("look-up of a new key: %w", err)
 		}
 		tx.queue(`INSERT INTO organizations (company_id, name) VALUES ($1, 'Meanwhile')`, c.id)
 		const other = `INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
@@ -241,4 +242,43 @@ func TestKeyKeptMeanwhileRefusesTheWrite(t *testing.T) {
 	if n := sqlID(t, `SELECT count(*) FROM organizations WHERE company_id = $1 AND name = 'Meanwhile'`, c.id); n != 0 {
 		t.Errorf("the refused write made %d organizations; want none", n)
 	}
+}
+
+// A request whose key another request holds is 409 without waiting for that request, even when
+// the statement sent with its look-up would wait for it (a DELETE locks the object first).
+func TestKeyInUseIsRefusedWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	path := createPath(t, c.key, "/v1/contacts", `{"name": "Held"}`)
+	id, _ := strings.CutPrefix(path, "/v1/contacts/")
+	// The other request: it holds the key's lock and the contact's row lock.
+	tx, err := testEnv.st.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	const hold = `SELECT pg_advisory_xact_lock(hashtextextended($1::bigint::text || ' ' || $2, 0)),
+		(SELECT 1 FROM contacts WHERE company_id = $1 AND id = $3::bigint FOR UPDATE)`
+	if _, err := tx.ExecContext(ctx, hold, c.id, "held", id); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan response, 1)
+	go func() {
+		r, err := send(nil, testEnv.baseURL, "DELETE", path, c.key, "", "Idempotency-Key", "held")
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	select {
+	case r := <-answered:
+		wantProblem(t, r, http.StatusConflict, "idempotency_key_in_use")
+	case <-time.After(10 * time.Second):
+		tx.Rollback()
+		<-answered
+		t.Fatal("DELETE with a key in use waited for the request that holds it")
+	}
+	tx.Rollback()
+	wantStatus(t, call(t, "GET", path, c.key, ""), http.StatusOK) // the refused DELETE deleted nothing
 }

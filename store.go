@@ -159,7 +159,8 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 // does wait for: a create is three round trips (BEGIN and the reference check, the INSERT, the event
 // and COMMIT) where one statement each took five. Only statements whose failure aborts the
 // transaction are queued, and a statement whose result Go reads is the last of its round trip: so
-// nothing the server runs depends on a result that Go has not checked.
+// nothing the server runs depends on a result that Go has not checked. The one exception,
+// queueRow, is the look-up of an Idempotency-Key (lookUpKey says why it is safe).
 type tx struct {
 	c      *pgx.Conn
 	queued pgx.Batch
@@ -168,6 +169,12 @@ type tx struct {
 // queue adds q to what goes out with the next round trip. If it fails, that round trip returns its
 // error, and the transaction is aborted.
 func (t *tx) queue(q string, args ...any) { t.queued.Queue(q, args...) }
+
+// queueRow queues q, whose one row check reads when the round trip that sends it returns; an error
+// of check is that round trip's.
+func (t *tx) queueRow(q string, args []any, check func(pgx.Row) error) {
+	t.queued.Queue(q, args...).QueryRow(check)
+}
 
 // read sends what is queued and then reads, in one round trip: the reader of a write's transaction,
 // whose reads see what it wrote.
@@ -187,6 +194,10 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 	return t.read(ctx)
 }
 
+// errCommit marks the error of the round trip that commits a write: of COMMIT, or of a statement
+// queued last.
+var errCommit = errors.New("commit")
+
 // write runs fn in a transaction (tx) and commits it, unless fn fails: then it rolls back and
 // returns fn's error. When a round trip fails unsent, nothing was committed, and fn runs again on
 // another connection (withConn): fn must keep nothing of a run but what it writes in tx.
@@ -201,7 +212,9 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 		err := fn(t)
 		if err == nil {
 			t.queue("COMMIT")
-			err = t.read(ctx)
+			if err = t.read(ctx); err != nil {
+				err = fmt.Errorf("%w: %w", errCommit, err)
+			}
 		}
 		if st := c.PgConn().TxStatus(); st == 'T' || st == 'E' { // fn failed, or COMMIT did
 			rctx, cancel := backgroundContext(ctx)
