@@ -202,9 +202,10 @@ var errCommit = errors.New("commit")
 // returns fn's error. When a round trip fails unsent, nothing was committed, and fn runs again on
 // another connection (withConn): fn must keep nothing of a run but what it writes in tx.
 //
-// The queued statements pay: `make bench BASELINE=0213f72 ROUNDS=7` against the tree before, which
+// The queued statements pay: `make bench BASELINE=0213f72 ROUNDS=9` against the tree before, which
 // wrote through database/sql's Tx one statement at a time (20,000 contacts, wrk -c32), measured,
-// paired by round, create 1.15x, patch 1.15x, and with an Idempotency-Key 1.16x and 1.12x.
+// paired by round, create 1.04x, patch 1.02x, and with an Idempotency-Key 1.29x and 1.20x; two
+// earlier runs of 7 rounds 1.12-1.15x for each. One client (wrk -c1): create 1.30x, patch 1.18x.
 func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 	return s.withConn(ctx, func(c *pgx.Conn) error {
 		t := &tx{c: c}

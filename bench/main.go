@@ -207,6 +207,26 @@ next:
 		n, t := median(results[j][0], func(r result) float64 { return r.rps }), middle(tps)
 		notes = append(notes, fmt.Sprintf("events100 against pgbench running its SQL (-c32 -j2 -M prepared): %.0f req/s / %.0f tps = %.2f", n, t, n/t))
 	}
+	// What an Idempotency-Key costs: each keyed scenario against its plain one, round by round on
+	// the same server, where they ran one after the other.
+	for j, s := range picked {
+		p := slices.IndexFunc(picked, func(p scenario) bool { return p.name+"+key" == s.name })
+		if p < 0 {
+			continue
+		}
+		var per []string
+		for i, name := range names {
+			if name == healthz.name {
+				break
+			}
+			var xs []float64
+			for k := range results[j][i] {
+				xs = append(xs, results[j][i][k].rps/results[p][i][k].rps)
+			}
+			per = append(per, fmt.Sprintf("%s %.2f (%.2f–%.2f)", name, middle(xs), slices.Min(xs), slices.Max(xs)))
+		}
+		notes = append(notes, fmt.Sprintf("%s / %s req/s, paired by round: median (range): %s", s.name, picked[p].name, strings.Join(per, "; ")))
+	}
 	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
 	for _, n := range notes {
 		report += "\n" + n + "\n"
