@@ -166,9 +166,11 @@ func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business
 		[]string{"status", "organization", "currency", "user", "board", "stage of the business's board"})
 }
 
-// createBusiness stores a new business record b for the tenant in tx. What b leaves unset takes the
-// defaults: the company's currency and default board, the board's first stage, the "open" status,
-// the key's user as owner, and the end of the stage as position.
+// createBusiness stores a new business record b for the tenant in tx, with its event. What b leaves
+// unset takes the defaults: the company's currency and default board, the board's first stage, the
+// "open" status, the key's user as owner, and the end of the stage as position. Round trips: the
+// defaults (with BEGIN) when one is needed, the reference check, the INSERT (after the stage's lock
+// when the position is the default); the event goes with COMMIT.
 func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business, error) {
 	b.StatusID = cmp.Or(b.StatusID, statusOpen)
 	b.UserOwnerID = cmp.Or(b.UserOwnerID, t.userID)
@@ -206,26 +208,35 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 	if err != nil {
 		return b, fmt.Errorf("insert business: %w", mapWriteError(err))
 	}
+	recordEvent(ctx, tx, t.companyID, "business.created", b.appendJSON(nil), nil)
 	return b, nil
 }
 
-// updateBusiness writes b over old in tx, like updateContact; stageId must stay a stage of boardId
-// whichever of them changes.
-func updateBusiness(ctx context.Context, tx *tx, companyID int64, old, b business) (business, error) {
+// updateBusiness applies p to the company's business record id in tx, like updateContact; stageId
+// must stay a stage of boardId whichever of them changes.
+func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (business, error) {
+	old, b, changed, err := lockPatched[business](ctx, tx, businesses, t.companyID, id, p)
+	if err != nil || !changed {
+		return b, err
+	}
 	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
-		if err := checkBusinessRefs(ctx, tx, companyID, &b); err != nil {
+		if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
 			return b, err
 		}
 	}
-	const q = `UPDATE business SET title = $4, value = $5::numeric, deadline = $6, private = $7,
-		position = $8, date_won = $9, reason_lost = $10, status_id = $11, organization_id = $12,
-		currency_id = $13, user_owner_id = $14, board_id = $15, stage_id = $16, version = version + 1,
+	const q = `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
+		position = $7, date_won = $8, reason_lost = $9, status_id = $10, organization_id = $11,
+		currency_id = $12, user_owner_id = $13, board_id = $14, stage_id = $15, version = version + 1,
 		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
-		WHERE company_id = $1 AND id = $2 AND version = $3
+		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
-	args := append([]any{companyID, old.ID, old.Version}, b.writableValues()...)
-	return b, updateRow(ctx, tx, q, args, &b.UpdatedAt, &b.Version)
+	err = tx.queryRow(ctx, q, append([]any{t.companyID, id}, b.writableValues()...), &b.UpdatedAt, &b.Version)
+	if err != nil {
+		return b, fmt.Errorf("update business %d: %w", id, mapWriteError(err))
+	}
+	recordEvent(ctx, tx, t.companyID, "business.updated", b.appendJSON(nil), old.appendJSON(nil))
+	return b, nil
 }
 
 // writableValues are the values of the columns a client sets, in the order of the statements above.

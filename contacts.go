@@ -163,8 +163,9 @@ func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact) 
 		[]string{"country", "contact stage", "organization", "user"})
 }
 
-// createContact stores a new contact c for the tenant in tx (its user is the creator). References
-// to objects the company does not have are fieldErrors.
+// createContact stores a new contact c for the tenant in tx (its user is the creator), with its
+// event. References to objects the company does not have are fieldErrors. Round trips: the
+// reference check (with BEGIN), the INSERT; the event goes with COMMIT.
 func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, error) {
 	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
@@ -180,29 +181,39 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
 	}
+	recordEvent(ctx, tx, t.companyID, "contact.created", c.appendJSON(nil), nil)
 	return c, nil
 }
 
-// updateContact writes c over old in tx, the company's contact as it was read, moving updatedAt and the
-// version. It returns errConflict when the contact has changed since old was read, errNotFound when
-// it is gone, and fieldErrors for references the patch changed to objects the company does not have
-// (the ones already stored were checked when they were written, and the foreign keys keep them so).
-func updateContact(ctx context.Context, tx *tx, companyID int64, old, c contact) (contact, error) {
+// updateContact applies p to the company's contact id in tx (lockPatched), moving updatedAt and the
+// version, with its event. References the patch changes to objects the company does not have are
+// fieldErrors (the ones already stored were checked when they were written, and the foreign keys
+// keep them so). Round trips: the lock (with BEGIN), the reference check when a reference changed,
+// the UPDATE; the event goes with COMMIT.
+func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (contact, error) {
+	old, c, changed, err := lockPatched[contact](ctx, tx, contacts, t.companyID, id, p)
+	if err != nil || !changed {
+		return c, err
+	}
 	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
 		c.AssignedToID != old.AssignedToID {
-		if err := checkContactRefs(ctx, tx, companyID, &c); err != nil {
+		if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 			return c, err
 		}
 	}
-	const q = `UPDATE contacts SET name = $4, surname = $5, dni = $6, job_title = $7, email = $8,
-		secondary_email = $9, phone = $10, mobile_phone = $11, url_avatar = $12, address = $13, city = $14,
-		with_sales = $15, country_id = $16, classification = $17, stage_id = $18, organization_id = $19,
-		assigned_to_id = $20, version = version + 1,
+	const q = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
+		secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
+		with_sales = $14, country_id = $15, classification = $16, stage_id = $17, organization_id = $18,
+		assigned_to_id = $19, version = version + 1,
 		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
-		WHERE company_id = $1 AND id = $2 AND version = $3
+		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
-	args := append([]any{companyID, old.ID, old.Version}, c.writableValues()...)
-	return c, updateRow(ctx, tx, q, args, &c.UpdatedAt, &c.Version)
+	err = tx.queryRow(ctx, q, append([]any{t.companyID, id}, c.writableValues()...), &c.UpdatedAt, &c.Version)
+	if err != nil {
+		return c, fmt.Errorf("update contact %d: %w", id, mapWriteError(err))
+	}
+	recordEvent(ctx, tx, t.companyID, "contact.updated", c.appendJSON(nil), old.appendJSON(nil))
+	return c, nil
 }
 
 // writableValues are the values of the columns a client sets, in the order of the statements above.

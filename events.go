@@ -79,17 +79,21 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 		FROM events WHERE company_id = $1`}
 
 // recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
-// the API returns it and, for an update, the old values of the fields it changed (else nil). The
-// same statement writes its deliveries (webhooks.go): one to each enabled webhook endpoint of the
-// company whose events name its type, its family ("contact.*") or "*".
-func recordEvent(tx *tx, companyID int64, typ, requestID string, object, previous []byte) {
+// the API returns it, and for an update (was, the object before it: else nil) the old values of
+// the fields it changed. The same statement writes its deliveries (webhooks.go): one to each enabled
+// webhook endpoint of the company whose events name its type, its family ("contact.*") or "*".
+func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, object, was []byte) {
+	var previous pgtype.Text
+	if was != nil {
+		previous = pgtype.Text{String: string(previousAttributes(was, object)), Valid: true}
+	}
 	tx.queue(`WITH e AS (
 			INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)
 			RETURNING company_id, id, type)
 		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
 			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`,
-		companyID, typ, requestID, string(object), pgtype.Text{String: string(previous), Valid: previous != nil})
+		companyID, typ, requestInfo(ctx).id, string(object), previous)
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v

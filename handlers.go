@@ -229,8 +229,8 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 	})
 }
 
-// handleCreate answers POST /v1/{resource}: 201, the object, its ETag and Location. create stores
-// the object the body describes, for the tenant.
+// handleCreate answers POST /v1/{resource}: 201, the object, its ETag and Location. create is the
+// resource's create (createContact, ...), run once in the write's transaction.
 func handleCreate[T any, P writable[T]](st *store, res *resource, create func(context.Context, *tx, tenant, T) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -244,7 +244,6 @@ func handleCreate[T any, P writable[T]](st *store, res *resource, create func(co
 			if err != nil {
 				return answer{}, err
 			}
-			recordEvent(tx, t.companyID, res.event+".created", requestInfo(r.Context()).id, P(&v).appendJSON(nil), nil)
 			a, err := objectAnswer[T, P](r.Context(), tx, t, http.StatusCreated, v, wr.exps)
 			a.location = res.path + "/" + strconv.FormatInt(P(&v).key(), 10)
 			return a, err
@@ -252,59 +251,28 @@ func handleCreate[T any, P writable[T]](st *store, res *resource, create func(co
 	})
 }
 
-// maxUpdateTries bounds how often an update without If-Match starts again when the object changed
-// between reading and writing it (each round, one of the requests racing for it wins).
-const maxUpdateTries = 32
-
-// handleUpdate answers PATCH /v1/{resource}/{id}, a merge patch honouring If-Match. It reads the
-// object, applies the body, and has update write it unless it changed meanwhile (errConflict): then,
-// without If-Match, it starts again from the object as it is now; with If-Match, the ETag no longer
-// matches, so it is 412. A patch that changes nothing writes nothing.
-func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(ctx context.Context, tx *tx, companyID int64, old, v T) (T, error), log *slog.Logger) http.Handler {
+// handleUpdate answers PATCH /v1/{resource}/{id}: 200, the object and its ETag. update is the
+// resource's update (updateContact, ...), given the body and If-Match as a patch.
+func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		wr := startWrite(w, r, res, log, nil)
 		if wr == nil {
 			return
 		}
-		versions := ifMatch(r)
+		p := patch{members: wr.members, versions: ifMatch(r)}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			for try := 1; ; try++ {
-				old, _, err := getObject[T, P](r.Context(), tx.read, res, t.companyID, wr.id, nil)
-				if err == nil && !admits(versions, P(&old).version()) {
-					err = errPreconditionFailed
-				}
-				if err != nil {
-					return answer{}, err
-				}
-				v := old
-				if errs := applyMembers(wr.members, P(&v).fields(), readOnlyFields); errs != nil {
-					return answer{}, fieldErrors(errs)
-				}
-				if was := P(&old).appendJSON(nil); !bytes.Equal(P(&v).appendJSON(nil), was) { // else nothing changed: updatedAt and the ETag stay
-					v, err = update(r.Context(), tx, t.companyID, old, v)
-					if err == nil {
-						now := P(&v).appendJSON(nil)
-						recordEvent(tx, t.companyID, res.event+".updated", requestInfo(r.Context()).id, now, previousAttributes(was, now))
-					}
-				}
-				switch {
-				case errors.Is(err, errConflict) && versions != nil:
-					return answer{}, errPreconditionFailed
-				case errors.Is(err, errConflict) && try < maxUpdateTries:
-					continue // the next read sees the object as the request that won left it
-				case err != nil:
-					return answer{}, err
-				}
-				return objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, wr.exps)
+			v, err := update(r.Context(), tx, t, wr.id, p)
+			if err != nil {
+				return answer{}, err
 			}
+			return objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, wr.exps)
 		})
 	})
 }
 
-// handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match. It locks the object,
-// deletes it and, when the resource has events, records it as it was in its event. expand[] is
-// checked and otherwise ignored: there is no body to expand.
+// handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match (deleteObject). expand[]
+// is checked and otherwise ignored: there is no body to expand.
 func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -313,63 +281,87 @@ func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			var objs []T
-			err := tx.read(r.Context(), rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
-			switch {
-			case err != nil:
-				return answer{}, err
-			case len(objs) == 0:
-				return answer{}, errNotFound
-			case !admits(ifMatch(r), P(&objs[0]).version()):
-				return answer{}, errPreconditionFailed
-			}
-			tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, t.companyID, wr.id)
-			if res.event != "" {
-				recordEvent(tx, t.companyID, res.event+".deleted", requestInfo(r.Context()).id, P(&objs[0]).appendJSON(nil), nil)
-			}
-			return answer{status: http.StatusNoContent}, nil
+			return answer{status: http.StatusNoContent}, deleteObject[T, P](r.Context(), tx, res, t.companyID, wr.id, ifMatch(r))
 		})
 	})
 }
 
-// runWrite runs do, the work of the write request wr, in one transaction (store.write), and answers
-// with what it returns. The 404 and 412 that the database found are answers too; any other error is
-// answered as it is, and the transaction rolled back. With an Idempotency-Key, a request whose key
-// has an answer kept gets that answer again, and writes nothing; else the answer is kept for the key
-// in the transaction, which commits before the answer is sent.
+// runWrite answers the write request wr with the answer of do, its work, run once in one
+// transaction (store.writeOnce, which also handles its Idempotency-Key). The 404 and 412 that the
+// database found are answers too, kept for a key like any other; any other error is answered as
+// it is, and the transaction rolled back.
 func runWrite(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write, do func(*tx) (answer, error)) {
-	companyID := tenantOf(r).companyID
-	var a answer
-	err := st.write(r.Context(), func(tx *tx) error {
-		lookedUp := new(bool)
-		if wr.ik != nil {
-			lookedUp = lookUpKey(tx, companyID, wr.ik)
-		}
-		var err error
-		a, err = do(tx)
+	a, replayed, err := st.writeOnce(r.Context(), tenantOf(r).companyID, wr.ik, func(tx *tx) (answer, error) {
+		a, err := do(tx)
 		if errors.Is(err, errNotFound) || errors.Is(err, errPreconditionFailed) {
 			ae := clientError(err)
-			a, err = answer{status: ae.Status, body: problemJSON(r, ae)}, nil
+			return answer{status: ae.Status, body: problemJSON(r, ae)}, nil
 		}
-		if err == nil && wr.ik != nil {
-			if !*lookedUp { // do sent nothing: the look-up's answer comes before COMMIT is sent
-				err = tx.read(r.Context())
-			}
-			if err == nil && a.keeps() {
-				keepAnswer(tx, companyID, wr.ik, a)
-			}
-		}
-		return err
+		return a, err
 	})
-	var kept *keptAnswer
-	switch {
-	case errors.As(err, &kept):
-		kept.write(w, r, true)
-	case err != nil:
-		writeError(w, r, log, keyInUse(err))
-	default:
-		a.write(w, r, false)
+	if err != nil {
+		writeError(w, r, log, err)
+		return
 	}
+	a.write(w, r, replayed)
+}
+
+// patch is what a PATCH asks of an object: a merge patch of its fields, and the versions its
+// If-Match admits (nil: any).
+type patch struct {
+	members  []member
+	versions []int64
+}
+
+// Every change of an object (PATCH, DELETE) starts by locking its row (lockObject) and ends with
+// the transaction: no other change comes between reading the object and writing it, so If-Match is
+// checked once, against the row as it stays, and nothing is retried. A version check in the UPDATE
+// would leave the losers of a race to start again; with the row lock they wait their turn instead.
+
+// lockObject reads the company's object id of res in tx and locks its row for the rest of the write.
+// It returns errNotFound when there is none, and errPreconditionFailed when versions (If-Match) do
+// not admit its version.
+func lockObject[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) (T, error) {
+	var objs []T
+	if err := tx.read(ctx, rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, companyID, id)); err != nil {
+		return *new(T), err
+	}
+	switch {
+	case len(objs) == 0:
+		return *new(T), errNotFound
+	case !admits(versions, P(&objs[0]).version()):
+		return objs[0], errPreconditionFailed
+	}
+	return objs[0], nil
+}
+
+// lockPatched is how an update starts: it locks the company's object id of res (lockObject) and
+// applies p onto a copy, v. changed is false when p changes nothing: then nothing is written, and
+// updatedAt and the ETag stay.
+func lockPatched[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, p patch) (old, v T, changed bool, err error) {
+	if old, err = lockObject[T, P](ctx, tx, res, companyID, id, p.versions); err != nil {
+		return old, old, false, err
+	}
+	v = old
+	if errs := applyMembers(p.members, P(&v).fields(), readOnlyFields); errs != nil {
+		return old, v, false, fieldErrors(errs)
+	}
+	return old, v, !bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)), nil
+}
+
+// deleteObject deletes the company's object id of res in tx, honouring If-Match (versions), and
+// records it as it was in its event when the resource has events: the delete of every resource.
+// Round trips: the lock (with BEGIN); the DELETE and the event go with COMMIT.
+func deleteObject[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) error {
+	v, err := lockObject[T, P](ctx, tx, res, companyID, id, versions)
+	if err != nil {
+		return err
+	}
+	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, companyID, id)
+	if res.event != "" {
+		recordEvent(ctx, tx, companyID, res.event+".deleted", P(&v).appendJSON(nil), nil)
+	}
+	return nil
 }
 
 // objectAnswer is the answer of a write that returns v: v with its expansions, read in the write's

@@ -94,38 +94,53 @@ func (a *answer) write(w http.ResponseWriter, r *http.Request, replayed bool) {
 	}
 }
 
-// keeps reports whether an answer is kept for its key: those of requests that ran (2xx, and the 404
-// and 412 that the database found). A request refused before it ran keeps nothing, so that the
-// client may correct it and send it again with the same key.
-func (a *answer) keeps() bool {
-	return a.status < 300 || a.status == http.StatusNotFound || a.status == http.StatusPreconditionFailed
+// errReplay fails the round trip of a look-up that found this request's answer kept for its key:
+// the write stops there, its statements are rolled back, and writeOnce returns the kept answer.
+var errReplay = errors.New("the idempotency key has an answer kept")
+
+// writeOnce runs do, a write of the company, in one transaction (store.write) and returns the answer
+// it returns. Without an Idempotency-Key, that is all. With one, ik, it is the whole keyed write:
+// the key's look-up goes out with do's first round trip (lookUpKey); an answer kept for the same
+// request is returned instead of do's, with replayed set, and nothing is written; else do's answer
+// is kept for the key (keepAnswer), and both commit together. Every answer do returns without an
+// error is kept: those of requests that ran (2xx, and the 404 and 412 the database found). A
+// request refused before it ran keeps nothing, so that the client may correct it and send it again
+// with the same key.
+func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyKey, do func(*tx) (answer, error)) (a answer, replayed bool, err error) {
+	var kept answer
+	err = s.write(ctx, func(tx *tx) error {
+		if ik != nil {
+			lookUpKey(tx, companyID, ik, &kept)
+		}
+		var err error
+		if a, err = do(tx); err == nil && ik != nil {
+			keepAnswer(tx, companyID, ik, a)
+		}
+		return err
+	})
+	if errors.Is(err, errReplay) {
+		return kept, true, nil
+	}
+	return a, false, keyInUse(err)
 }
 
-// keptAnswer is the error of a write whose Idempotency-Key has an answer kept: the write is rolled
-// back, and the answer sent again.
-type keptAnswer struct{ answer }
-
-func (*keptAnswer) Error() string { return "the idempotency key has an answer kept" }
-
 // lookUpKey queues in tx the look-up of the Idempotency-Key ik of the company, to go out with the
-// write's first statement. That round trip then fails with errKeyInUse when another request holds
-// the key's lock, with errKeyReused when the answer kept for the key is of another request, and with
-// a *keptAnswer when it is of this one; the write is to write nothing then. A held lock fails the
-// look-up itself, by a division by zero (keyInUse maps it): the statements sent with it never run,
-// so none waits for the request that holds the lock. After a kept answer they run, and are rolled
-// back with the transaction. The returned flag is set once the look-up's round trip has returned.
-func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey) *bool {
+// write's next round trip, COMMIT's at the latest. That round trip then fails with errKeyInUse when
+// another request holds the key's lock, with errKeyReused when the answer kept for the key is of
+// another request, and with errReplay, the answer in kept, when it is of this one. A held lock fails
+// the look-up itself, by a division by zero (keyInUse maps it): the statements sent with it never
+// run, so none waits for the request that holds the lock. After a kept answer they run, and are
+// rolled back with the transaction; when they are keepAnswer's and COMMIT, the INSERT of the answer
+// fails on the key's row first.
+func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 	const q = `SELECT 1 / pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2, 0))::int,
 			k.fingerprint, coalesce(k.status, 0), coalesce(k.location, ''), coalesce(k.etag, ''), k.body
 		FROM (SELECT) AS one LEFT JOIN idempotency_keys k
 			ON k.company_id = $1 AND k.key = $2 AND k.created_at > now() - interval '24 hours'`
-	sent := new(bool)
 	tx.queueRow(q, []any{companyID, ik.key}, func(row pgx.Row) error {
-		*sent = true
 		var one int
 		var fingerprint []byte
-		var a answer
-		if err := row.Scan(&one, &fingerprint, &a.status, &a.location, &a.etag, &a.body); err != nil {
+		if err := row.Scan(&one, &fingerprint, &kept.status, &kept.location, &kept.etag, &kept.body); err != nil {
 			return fmt.Errorf("look up idempotency key: %w", err)
 		}
 		switch {
@@ -134,9 +149,8 @@ func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey) *bool {
 		case string(fingerprint) != string(ik.fingerprint[:]):
 			return errKeyReused
 		}
-		return &keptAnswer{a}
+		return errReplay
 	})
-	return sent
 }
 
 // keepAnswer queues in tx the statements that keep a for the Idempotency-Key ik of the company,

@@ -222,21 +222,17 @@ func TestKeyKeptMeanwhileRefusesTheWrite(t *testing.T) {
 	c := newTestCompany(t)
 	ctx := context.Background()
 	ik := &idempotencyKey{key: "meanwhile"}
-	err := testEnv.st.write(ctx, func(tx *tx) error {
-		lookUpKey(tx, c.id, ik)
-		if err := tx.read(ctx); err != nil {
-			return fmt.Errorf("look-up of a new key: %w", err)
+	_, _, err := testEnv.st.writeOnce(ctx, c.id, ik, func(tx *tx) (answer, error) {
+		if err := tx.read(ctx); err != nil { // sends BEGIN and the look-up of a new key
+			return answer{}, fmt.Errorf("look-up of a new key: %w", err)
 		}
 		tx.queue(`INSERT INTO organizations (company_id, name) VALUES ($1, 'Meanwhile')`, c.id)
 		const other = `INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
 			VALUES ($1, $2, sha256('another request'), 201, '', '', '{}')`
-		if _, err := testEnv.st.db.ExecContext(ctx, other, c.id, ik.key); err != nil {
-			return err
-		}
-		keepAnswer(tx, c.id, ik, answer{status: http.StatusCreated, body: []byte("{}\n")})
-		return nil
+		_, err := testEnv.st.db.ExecContext(ctx, other, c.id, ik.key)
+		return answer{status: http.StatusCreated, body: []byte("{}\n")}, err
 	})
-	if !errors.Is(keyInUse(err), errKeyInUse) {
+	if !errors.Is(err, errKeyInUse) {
 		t.Errorf("write with a key kept meanwhile: %v; want errKeyInUse", err)
 	}
 	if n := sqlID(t, `SELECT count(*) FROM organizations WHERE company_id = $1 AND name = 'Meanwhile'`, c.id); n != 0 {

@@ -65,13 +65,13 @@ func needScope(r *http.Request, scope string) *apiError {
 		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
-// grantable returns a 403 unless the request's key covers every scope of scopes: no key makes a key
-// with more than it has.
-func grantable(r *http.Request, scopes []string) *apiError {
+// grantable returns a 403 unless have, the scopes of a key, cover every scope of scopes: no key makes
+// a key with more than it has.
+func grantable(have, scopes []string) *apiError {
 	for _, s := range scopes {
-		if aerr := needScope(r, s); aerr != nil {
-			aerr.Detail = fmt.Sprintf("This API key cannot give a key the scope %s, which it does not have.", s)
-			return aerr
+		if !covers(have, s) {
+			return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+				Detail: fmt.Sprintf("This API key cannot give a key the scope %s, which it does not have.", s)}
 		}
 	}
 	return nil
@@ -191,7 +191,7 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 		if wr == nil {
 			return
 		}
-		if aerr := grantable(r, k.Scopes); aerr != nil {
+		if aerr := grantable(t.scopes, k.Scopes); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
@@ -214,28 +214,38 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 		}
 		var hash []byte
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			// The old key ends expiresIn from now, or sooner if it was to anyway.
-			const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
-				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-				RETURNING name, scopes, user_id, hash`
-			var old apiKey
-			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, expiresIn.Int64}, &old.Name, &old.Scopes, &old.UserID, &hash)
-			switch {
-			case errors.Is(err, sql.ErrNoRows):
-				return answer{}, errNotFound
-			case err != nil:
-				return answer{}, err
-			}
-			if aerr := grantable(r, old.Scopes); aerr != nil {
-				return answer{}, aerr
-			}
-			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+			k, key, old, err := rollKey(r.Context(), tx, t, wr.id, expiresIn.Int64)
+			hash = old
 			return keyAnswer(k, key), err
 		})
 		if hash != nil {
 			auth.forget(hash)
 		}
 	})
+}
+
+// rollKey makes, in tx, a new key with the name, scopes and user of the company's active key id,
+// which the tenant's key must cover, and has the old key end expiresIn seconds from now, or sooner
+// if it was to anyway. It returns the new key's object, the key itself, and the old key's hash.
+// Round trips: the UPDATE of the old key (with BEGIN), the INSERT of the new one.
+func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey, string, []byte, error) {
+	const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
+		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		RETURNING name, scopes, user_id, hash`
+	var old apiKey
+	var hash []byte
+	err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return old, "", nil, errNotFound
+	case err != nil:
+		return old, "", nil, fmt.Errorf("roll key %d: %w", id, err)
+	}
+	if aerr := grantable(t.scopes, old.Scopes); aerr != nil {
+		return old, "", nil, aerr
+	}
+	k, key, err := insertAPIKey(ctx, tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+	return k, key, hash, err
 }
 
 // handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
@@ -249,18 +259,26 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 		}
 		var hash []byte
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
-			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = errNotFound
-			}
+			var err error
+			hash, err = revokeKey(r.Context(), tx, t, wr.id)
 			return answer{status: http.StatusNoContent}, err
 		})
 		if hash != nil {
 			auth.forget(hash)
 		}
 	})
+}
+
+// revokeKey revokes the company's active key id in tx, and returns its hash.
+func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) {
+	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
+	var hash []byte
+	err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, errNotFound
+	}
+	return hash, err
 }
 
 // cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.

@@ -17,7 +17,6 @@ import (
 var (
 	errNotFound           = errors.New("not found")                     // no such object for the company
 	errPreconditionFailed = errors.New("precondition failed")           // the object has another version than If-Match names
-	errConflict           = errors.New("changed by another request")    // the object changed between reading and writing it
 	errOutOfRange         = errors.New("value out of the stored range") // a value PostgreSQL cannot hold
 )
 
@@ -74,9 +73,6 @@ func clientError(err error) *apiError {
 	case errors.Is(err, errPreconditionFailed):
 		return &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
 			Detail: "The object has changed since the ETag given in If-Match; retrieve it again."}
-	case errors.Is(err, errConflict):
-		return &apiError{Status: http.StatusConflict, Code: "conflict",
-			Detail: "The object is being changed by other requests; retry."}
 	case errors.Is(err, errKeyInUse):
 		return &apiError{Status: http.StatusConflict, Code: "idempotency_key_in_use",
 			Detail: "A request with this Idempotency-Key is still running; retry later."}

@@ -21,7 +21,6 @@ func TestEveryStoreErrorHasItsStatusAndCode(t *testing.T) {
 	}{
 		{fmt.Errorf("read contact 7: %w", errNotFound), http.StatusNotFound, "not_found"},
 		{errPreconditionFailed, http.StatusPreconditionFailed, "precondition_failed"},
-		{errConflict, http.StatusConflict, "conflict"},
 		{errKeyInUse, http.StatusConflict, "idempotency_key_in_use"},
 		{errKeyReused, http.StatusUnprocessableEntity, "idempotency_key_reused"},
 		{errWebhookLimit, http.StatusUnprocessableEntity, "webhook_limit_reached"},

@@ -157,12 +157,14 @@ func (o *organization) fields() []bodyField {
 	return []bodyField{{"name", requiredText(&o.Name, 255), true}}
 }
 
-// createOrganization stores a new organization o for the tenant's company in tx.
+// createOrganization stores a new organization o for the tenant's company in tx, with its event.
+// Round trips: the INSERT (with BEGIN); the event goes with COMMIT.
 func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (organization, error) {
 	const q = `INSERT INTO organizations (company_id, name) VALUES ($1, $2)
 		RETURNING id, name, created_at, updated_at`
 	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name}, o.scanDest()...); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
+	recordEvent(ctx, tx, t.companyID, "organization.created", o.appendJSON(nil), nil)
 	return o, nil
 }

@@ -269,20 +269,6 @@ func queryAll[T any, P scanner[T]](ctx context.Context, st *store, q string, arg
 	return out, err
 }
 
-// updateRow runs q in tx, an UPDATE of one object WHERE company_id = $1 AND id = $2 AND version = $3,
-// scanning what it returns into dest. No row means the object has changed since its version was
-// read, or is gone: errConflict (a retry finds which).
-func updateRow(ctx context.Context, tx *tx, q string, args []any, dest ...any) error {
-	err := tx.queryRow(ctx, q, args, dest...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errConflict
-	}
-	if err != nil {
-		return fmt.Errorf("update %v: %w", args[1], mapWriteError(err))
-	}
-	return nil
-}
-
 // deleteBatch is the most rows a retention DELETE removes, so that none holds its locks for long.
 const deleteBatch = 1000
 

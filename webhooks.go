@@ -261,8 +261,7 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
-// and enabled. Enabling an endpoint clears its disabledReason. A new URL's host is resolved before
-// the write begins; the endpoint is locked while it is changed.
+// and enabled (updateWebhook). A new URL's host is resolved before the write begins.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -280,23 +279,9 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
+		p := patch{members: wr.members}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			var found []webhookEndpoint
-			err := tx.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2 FOR UPDATE`, t.companyID, wr.id))
-			switch {
-			case err != nil:
-				return answer{}, err
-			case len(found) == 0:
-				return answer{}, errNotFound
-			}
-			v := found[0]
-			applyMembers(wr.members, v.fields(), readOnlyFields) // checked above
-			if v.Enabled {
-				v.DisabledReason = pgtype.Text{}
-			}
-			if !bytes.Equal(v.appendJSON(nil), found[0].appendJSON(nil)) { // else nothing changed, updatedAt neither
-				v, err = updateWebhook(r.Context(), tx, t.companyID, v)
-			}
+			v, err := updateWebhook(r.Context(), tx, t, wr.id, p)
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
@@ -330,15 +315,23 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	return v, nil
 }
 
-// updateWebhook writes v, an endpoint of the company locked in tx, moving updatedAt.
-func updateWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+// updateWebhook applies p to the company's endpoint id in tx (lockPatched), moving updatedAt.
+// Enabling an endpoint clears its disabledReason. Round trips: the lock (with BEGIN), the UPDATE.
+func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
+	_, v, changed, err := lockPatched[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
+	if err != nil || !changed {
+		return v, err
+	}
+	if v.Enabled {
+		v.DisabledReason = pgtype.Text{}
+	}
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
 		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err := tx.queryRow(ctx, q, []any{companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
+	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
 		&v.UpdatedAt)
 	if err != nil {
-		return v, fmt.Errorf("update webhook endpoint %d: %w", v.ID, mapWriteError(err))
+		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
 	}
 	return v, nil
 }
@@ -440,18 +433,25 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
-				WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
-				RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
-					next_attempt_at, delivered_at, created_at`
-			var d delivery
-			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, deliveryID}, d.scanDest()...)
-			if errors.Is(err, sql.ErrNoRows) {
-				err = errNotFound
-			}
+			d, err := retryDelivery(r.Context(), tx, t, wr.id, deliveryID)
 			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
 		})
 	})
+}
+
+// retryDelivery makes the delivery deliveryID of the company's endpoint id pending and due now, in
+// tx, whatever its status was.
+func retryDelivery(ctx context.Context, tx *tx, t tenant, id, deliveryID int64) (delivery, error) {
+	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
+		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
+		RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
+			next_attempt_at, delivered_at, created_at`
+	var d delivery
+	err := tx.queryRow(ctx, q, []any{t.companyID, id, deliveryID}, d.scanDest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = errNotFound
+	}
+	return d, err
 }
 
 // claimed is a delivery a worker took, with what sending it needs.
