@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -141,7 +138,7 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 			writeError(w, r, log, err)
 			return
 		}
-		scope := "events\n" + strconv.FormatInt(t.companyID, 10) + "\n" + lq.binding
+		scope := "events\n" + strconv.FormatInt(t.companyID, 10) + "\n" + lq.binding + "\n"
 		var after feedPos
 		if c, ok := q["cursor"]; ok {
 			if after, aerr = readFeedCursor(c[0], key, scope); aerr != nil {
@@ -223,37 +220,19 @@ func (lq *listQuery) feedSQL(companyID int64, pos feedPos) (string, []any) {
 	return q + fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY events.xid, events.id LIMIT $%d`, n-2, n-1, n), args
 }
 
-// feedCursor is pos as an opaque cursor, signed like a list's for the company and the filters.
+// feedCursor is pos as an opaque cursor (sealCursor), signed like a list's for the company and the
+// filters.
 func feedCursor(key []byte, scope string, pos feedPos) string {
-	payload := binary.AppendUvarint(nil, uint64(pos.xid))
-	payload = binary.AppendUvarint(payload, uint64(pos.id))
-	payload = binary.AppendUvarint(payload, uint64(pos.createdAt))
-	return base64.RawURLEncoding.EncodeToString(append(payload, cursorMAC(key, scope, "", payload)...))
+	return sealCursor(key, scope, []uint64{uint64(pos.xid), uint64(pos.id), uint64(pos.createdAt)}, "")
 }
 
 // readFeedCursor reads a cursor of feedCursor for the same scope; anything else is 400.
 func readFeedCursor(s string, key []byte, scope string) (feedPos, *apiError) {
-	bad := badParam("cursor", "is not a cursor of this feed; pass pagination.nextCursor unchanged, with the same filters")
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) < 3+cursorMACSize {
-		return feedPos{}, bad
+	var v [3]uint64
+	if text, ok := openCursor(s, key, scope, v[:]); !ok || text != "" {
+		return feedPos{}, badParam("cursor", "is not a cursor of this feed; pass pagination.nextCursor unchanged, with the same filters")
 	}
-	payload, mac := b[:len(b)-cursorMACSize], b[len(b)-cursorMACSize:]
-	if !hmac.Equal(mac, cursorMAC(key, scope, "", payload)) {
-		return feedPos{}, bad
-	}
-	var v [3]int64
-	for i := range v {
-		n, w := binary.Uvarint(payload)
-		if w <= 0 || n > 1<<62 {
-			return feedPos{}, bad
-		}
-		v[i], payload = int64(n), payload[w:]
-	}
-	if len(payload) != 0 {
-		return feedPos{}, bad
-	}
-	return feedPos{xid: v[0], id: v[1], createdAt: v[2]}, nil
+	return feedPos{xid: int64(v[0]), id: int64(v[1]), createdAt: int64(v[2])}, nil
 }
 
 // deleteOldEvents deletes up to a batch of the events older than retention, oldest first through

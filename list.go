@@ -319,52 +319,69 @@ func (a *cursorPos) arg(kind keyKind) string {
 	return a.key
 }
 
-// A cursor is base64url(uvarint id, a byte that says whether the key is NULL, the key as text, and
-// the first 16 bytes of an HMAC-SHA256). The HMAC, with the server key of schema/0003_lists.sql,
-// covers the cursor and what it is valid for: the resource, the company, the sort and the filters.
-// A cursor is therefore opaque but not secret: it carries one object's id and sort key.
+// A cursor is base64url(its numbers as uvarints, a text, and the first 16 bytes of an HMAC-SHA256),
+// for lists and the events feed alike. The HMAC, with the server key of schema/0003_lists.sql,
+// covers the cursor and what it is valid for, its scope: the list or feed, the company, the sort and
+// the filters. A cursor is therefore opaque but not secret: a list's carries one object's id and
+// sort key.
 const cursorMACSize = 16
 
-func cursorMAC(key []byte, scope, binding string, payload []byte) []byte {
+func cursorMAC(key []byte, scope string, payload []byte) []byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte("rolodex cursor v1\n" + scope + "\n" + binding + "\n"))
+	m.Write([]byte("rolodex cursor v1\n" + scope + "\n"))
 	m.Write(payload)
 	return m.Sum(nil)[:cursorMACSize]
 }
 
+// sealCursor returns the cursor of nums and text for scope.
+func sealCursor(key []byte, scope string, nums []uint64, text string) string {
+	payload := make([]byte, 0, 10*len(nums)+len(text)+cursorMACSize)
+	for _, n := range nums {
+		payload = binary.AppendUvarint(payload, n)
+	}
+	payload = append(payload, text...)
+	return base64.RawURLEncoding.EncodeToString(append(payload, cursorMAC(key, scope, payload)...))
+}
+
+// openCursor reads s, a cursor that sealCursor made for scope with len(nums) numbers, into nums,
+// and returns its text. ok is false for anything else.
+func openCursor(s string, key []byte, scope string, nums []uint64) (text string, ok bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) < cursorMACSize {
+		return "", false
+	}
+	payload, mac := b[:len(b)-cursorMACSize], b[len(b)-cursorMACSize:]
+	if !hmac.Equal(mac, cursorMAC(key, scope, payload)) {
+		return "", false
+	}
+	for i := range nums { // signed by this server for this scope, and still every part is checked
+		n, w := binary.Uvarint(payload)
+		if w <= 0 || n > 1<<63-1 {
+			return "", false
+		}
+		nums[i], payload = n, payload[w:]
+	}
+	return string(payload), true
+}
+
 // cursor returns the cursor of the page after the row (id, key); scope names the resource and the
-// company.
+// company. Its numbers are the id and whether the key is NULL; its text is the key.
 func (lq *listQuery) cursor(key []byte, scope string, id int64, sortKey string, null bool) string {
-	payload := binary.AppendUvarint(make([]byte, 0, 16+len(sortKey)+cursorMACSize), uint64(id))
-	flag := byte(0)
+	flag := uint64(0)
 	if null {
 		flag = 1
 	}
-	payload = append(append(payload, flag), sortKey...)
-	payload = append(payload, cursorMAC(key, scope, lq.binding, payload)...)
-	return base64.RawURLEncoding.EncodeToString(payload)
+	return sealCursor(key, scope+"\n"+lq.binding, []uint64{uint64(id), flag}, sortKey)
 }
 
 // readCursor sets where the page starts from a cursor that lq's cursor made for the same scope, sort
 // and filters. Anything else is 400.
 func (lq *listQuery) readCursor(s string, key []byte, scope string) *apiError {
-	bad := badParam("cursor", "is not a cursor of this list; pass pagination.nextCursor unchanged, with the same sort and filters")
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) < 2+cursorMACSize {
-		return bad
-	}
-	payload, mac := b[:len(b)-cursorMACSize], b[len(b)-cursorMACSize:]
-	if !hmac.Equal(mac, cursorMAC(key, scope, lq.binding, payload)) {
-		return bad
-	}
-	// Signed by this server for this list, and still every part is checked.
-	id, n := binary.Uvarint(payload)
-	if n <= 0 || id == 0 || id > 1<<63-1 || n >= len(payload) {
-		return bad
-	}
-	pos := &cursorPos{id: int64(id), null: payload[n] == 1, key: string(payload[n+1:])}
-	if payload[n] > 1 || !lq.sort.validKey(pos) {
-		return bad
+	var nums [2]uint64
+	text, ok := openCursor(s, key, scope+"\n"+lq.binding, nums[:])
+	pos := &cursorPos{id: int64(nums[0]), null: nums[1] == 1, key: text}
+	if !ok || pos.id == 0 || nums[1] > 1 || !lq.sort.validKey(pos) {
+		return badParam("cursor", "is not a cursor of this list; pass pagination.nextCursor unchanged, with the same sort and filters")
 	}
 	lq.after = pos
 	return nil
