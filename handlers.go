@@ -12,9 +12,10 @@ import (
 
 // The handlers every resource shares: list, count, retrieve, create, update and delete. What differs
 // between resources is data (a resource: its path, its SQL, what its lists and expand[] take) and the
-// methods of its object type (object, below); their writes are functions of the resource's file that
-// take the write's transaction, passed in by addRoutes. Every write is one transaction (runWrite),
-// which also handles the Idempotency-Key.
+// methods of its object type (object, below). Each write is one function of the resource's file
+// (createContact, ...) that takes the write's transaction; addRoutes passes it in. A request's write
+// is one transaction (runWrite), which also handles the Idempotency-Key. docs/architecture.md walks
+// through both paths.
 
 // resource describes one API resource to the shared handlers.
 type resource struct {
@@ -25,6 +26,8 @@ type resource struct {
 	event      string      // its changes' event types are event + ".created" ... (events.go); "": none
 	lists      *listSpec   // the sorts and filters of its list and count
 	expansions []expansion // what expand[] may embed in its objects
+	parent     *resource   // for a list of one object's objects (deliveries): the resource the path's {id} names
+	parentCol  string      // the column of that id
 }
 
 // object is what the shared handlers need of the objects they serve; contacts.go, business.go and
@@ -50,18 +53,45 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 	allowed := res.lists.params(true)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
+		scope := res.path + "\n" + strconv.FormatInt(t.companyID, 10) // a cursor is good for this list of this company
+		var parentID int64
+		if res.parent != nil {
+			var aerr *apiError
+			if parentID, aerr = pathID(r); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+			scope += "\n" + strconv.FormatInt(parentID, 10)
+		}
 		q, lq, exps, aerr := listRequest(r, res, allowed)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		scope := res.path + "\n" + strconv.FormatInt(t.companyID, 10) // a cursor is good for this list of this company
-		key := readListCursor(w, r, st, log, q, lq, scope)
-		if key == nil {
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
+		if c, ok := q["cursor"]; ok {
+			if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
+		}
+		var reads []read
+		found := res.parent == nil
+		if !found { // the parent, read in the same round trip: another company's is 404
+			lq.where(res.parentCol+" = %s", parentID)
+			reads = append(reads, read{`SELECT FROM ` + res.parent.table + ` WHERE company_id = $1 AND id = $2`,
+				[]any{t.companyID, parentID}, func(rs rows) error { found = rs.Next(); return rs.Err() }})
+		}
 		sqlText, args := lq.selectSQL(res.selectSQL, t.companyID)
-		objs, err := queryAll[T, P](r.Context(), st, sqlText, args...)
+		objs := make([]T, 0)
+		err = st.read(r.Context(), append(reads, rowsInto[T, P](&objs, sqlText, args...))...)
+		if err == nil && !found {
+			err = errNotFound
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -90,24 +120,6 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 		b = appendPagination(append(b, "],"...), lq.limit, next)
 		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
 	})
-}
-
-// readListCursor returns the key that signs list cursors, and sets where lq's page starts from the
-// request's cursor, which must have been made for scope. When it cannot, it answers the request
-// itself and returns nil.
-func readListCursor(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, q url.Values, lq *listQuery, scope string) []byte {
-	key, err := st.listCursorKey(r.Context())
-	if err != nil {
-		writeError(w, r, log, err)
-		return nil
-	}
-	if c, ok := q["cursor"]; ok {
-		if aerr := lq.readCursor(c[0], key, scope); aerr != nil {
-			writeProblem(w, r, aerr)
-			return nil
-		}
-	}
-	return key
 }
 
 // listRequest reads what a list or count request starts with: its query parameters (allowed, no
@@ -165,7 +177,7 @@ func objectRequest(r *http.Request, res *resource) (id int64, exps []expansion, 
 	return id, exps, aerr
 }
 
-// write is a write request: what bodyRequest read of it.
+// write is a write request: what startWrite read of it.
 type write struct {
 	id      int64       // the path id, when the route has one
 	exps    []expansion // expand[]
@@ -173,28 +185,19 @@ type write struct {
 	ik      *idempotencyKey
 }
 
-// bodyRequest is objectRequest for a write: the body's members too (POST, PATCH) and its
-// Idempotency-Key.
-func bodyRequest(w http.ResponseWriter, r *http.Request, res *resource) (*write, *apiError) {
-	var wr write
-	var aerr *apiError
-	if wr.id, wr.exps, aerr = objectRequest(r, res); aerr != nil {
-		return nil, aerr
-	}
-	if r.Method != http.MethodDelete {
-		if wr.members, aerr = readObject(w, r); aerr != nil {
-			return nil, aerr
-		}
-	}
-	wr.ik, aerr = readIdempotencyKey(r, wr.members)
-	return &wr, aerr
-}
-
-// startWrite reads a write request (bodyRequest) and applies a POST's body to fields when they are
+// startWrite reads what every write request starts with: the path id and expand[] (objectRequest),
+// the body's members (POST, PATCH) and the Idempotency-Key. It applies a POST's body to create when
 // given (applyCreate: a 422 then costs no database work). It returns nil when it has answered the
 // request itself.
 func startWrite(w http.ResponseWriter, r *http.Request, res *resource, log *slog.Logger, create []bodyField) *write {
-	wr, aerr := bodyRequest(w, r, res)
+	var wr write
+	var aerr *apiError
+	if wr.id, wr.exps, aerr = objectRequest(r, res); aerr == nil && r.Method != http.MethodDelete {
+		wr.members, aerr = readObject(w, r)
+	}
+	if aerr == nil {
+		wr.ik, aerr = readIdempotencyKey(r, wr.members)
+	}
 	if aerr != nil {
 		writeProblem(w, r, aerr)
 		return nil
@@ -205,7 +208,7 @@ func startWrite(w http.ResponseWriter, r *http.Request, res *resource, log *slog
 			return nil
 		}
 	}
-	return wr
+	return &wr
 }
 
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
@@ -260,9 +263,8 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(co
 		if wr == nil {
 			return
 		}
-		p := patch{members: wr.members, versions: ifMatch(r)}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := update(r.Context(), tx, t, wr.id, p)
+			v, err := update(r.Context(), tx, t, wr.id, patch{members: wr.members, versions: ifMatch(r)})
 			if err != nil {
 				return answer{}, err
 			}
@@ -273,7 +275,7 @@ func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(co
 
 // handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match (deleteObject). expand[]
 // is checked and otherwise ignored: there is no body to expand.
-func handleDelete[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
+func handleDelete[T any, P writable[T]](st *store, res *resource, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		wr := startWrite(w, r, res, log, nil)
@@ -318,31 +320,23 @@ type patch struct {
 // checked once, against the row as it stays, and nothing is retried. A version check in the UPDATE
 // would leave the losers of a race to start again; with the row lock they wait their turn instead.
 
-// lockObject reads the company's object id of res in tx and locks its row for the rest of the write.
-// It returns errNotFound when there is none, and errPreconditionFailed when versions (If-Match) do
-// not admit its version.
-func lockObject[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) (T, error) {
+// lockObject reads the company's object id of res in tx, locking its row for the rest of the write,
+// and applies p onto a copy, v (a delete's p has no members). It returns errNotFound when there is
+// none, errPreconditionFailed when p's versions (If-Match) do not admit its version, and the
+// fieldErrors of p's members. changed is false when p changes nothing: then an update writes
+// nothing, and updatedAt and the ETag stay.
+func lockObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, p patch) (old, v T, changed bool, err error) {
 	var objs []T
-	if err := tx.read(ctx, rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, companyID, id)); err != nil {
-		return *new(T), err
+	if err = tx.read(ctx, rowsInto[T, P](&objs, res.selectSQL+` AND id = $2 FOR UPDATE`, companyID, id)); err != nil {
+		return old, v, false, err
 	}
 	switch {
 	case len(objs) == 0:
-		return *new(T), errNotFound
-	case !admits(versions, P(&objs[0]).version()):
-		return objs[0], errPreconditionFailed
+		return old, v, false, errNotFound
+	case !admits(p.versions, P(&objs[0]).version()):
+		return old, v, false, errPreconditionFailed
 	}
-	return objs[0], nil
-}
-
-// lockPatched is how an update starts: it locks the company's object id of res (lockObject) and
-// applies p onto a copy, v. changed is false when p changes nothing: then nothing is written, and
-// updatedAt and the ETag stay.
-func lockPatched[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, p patch) (old, v T, changed bool, err error) {
-	if old, err = lockObject[T, P](ctx, tx, res, companyID, id, p.versions); err != nil {
-		return old, old, false, err
-	}
-	v = old
+	old, v = objs[0], objs[0]
 	if errs := applyMembers(p.members, P(&v).fields(), readOnlyFields); errs != nil {
 		return old, v, false, fieldErrors(errs)
 	}
@@ -352,8 +346,8 @@ func lockPatched[T any, P writable[T]](ctx context.Context, tx *tx, res *resourc
 // deleteObject deletes the company's object id of res in tx, honouring If-Match (versions), and
 // records it as it was in its event when the resource has events: the delete of every resource.
 // Round trips: the lock (with BEGIN); the DELETE and the event go with COMMIT.
-func deleteObject[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) error {
-	v, err := lockObject[T, P](ctx, tx, res, companyID, id, versions)
+func deleteObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) error {
+	v, _, _, err := lockObject[T, P](ctx, tx, res, companyID, id, patch{versions: versions})
 	if err != nil {
 		return err
 	}

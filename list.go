@@ -107,10 +107,11 @@ type filter struct {
 
 // listSpec is what one resource's lists allow.
 type listSpec struct {
-	sorts   []sortField // besides id; none: the list is by id only and takes no sort parameter
-	filters []filter
-	ranges  bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
-	q       string // the SQL text q searches; "": no q
+	sorts       []sortField // besides id; none: the list is by id only and takes no sort parameter
+	filters     []filter
+	ranges      bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
+	q           string // the SQL text q searches; "": no q
+	newestFirst bool   // by id descending (with no sorts)
 }
 
 // rangeFilters are the filters of a spec with ranges.
@@ -177,7 +178,7 @@ func badParam(name, message string) *apiError {
 // parse reads limit, sort and the filters of q (already checked by queryParams to hold only the
 // spec's parameters). The cursor is read by readCursor, which needs the signing key.
 func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
-	lq := &listQuery{limit: defaultLimit, sort: &byID}
+	lq := &listQuery{limit: defaultLimit, sort: &byID, desc: s.newestFirst}
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if err != nil || n < 1 || n > maxLimit || strconv.Itoa(n) != v[0] {

@@ -239,17 +239,12 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		wr, aerr := bodyRequest(w, r, webhooks)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		v := webhookEndpoint{Enabled: true}
+		wr := startWrite(w, r, webhooks, log, v.fields())
+		if wr == nil {
 			return
 		}
-		v := webhookEndpoint{Enabled: true}
-		errs := applyCreate(wr.members, v.fields())
-		if errs == nil {
-			errs = checkWebhookHost(r.Context(), v.URL, allow)
-		}
-		if errs != nil {
+		if errs := checkWebhookHost(r.Context(), v.URL, allow); errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
@@ -265,9 +260,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		wr, aerr := bodyRequest(w, r, webhooks)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		wr := startWrite(w, r, webhooks, log, nil)
+		if wr == nil {
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -279,9 +273,8 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
-		p := patch{members: wr.members}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := updateWebhook(r.Context(), tx, t, wr.id, p)
+			v, err := updateWebhook(r.Context(), tx, t, wr.id, patch{members: wr.members})
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
@@ -315,10 +308,10 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	return v, nil
 }
 
-// updateWebhook applies p to the company's endpoint id in tx (lockPatched), moving updatedAt.
+// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt.
 // Enabling an endpoint clears its disabledReason. Round trips: the lock (with BEGIN), the UPDATE.
 func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
-	_, v, changed, err := lockPatched[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
+	_, v, changed, err := lockObject[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
 	if err != nil || !changed {
 		return v, err
 	}
@@ -338,6 +331,7 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 
 // delivery is one event owed to one endpoint, as GET /v1/webhooks/{id}/deliveries lists it.
 type delivery struct {
+	refObject
 	ID             int64
 	EventID        int64
 	EventType      string
@@ -349,6 +343,8 @@ type delivery struct {
 	DeliveredAt    pgtype.Timestamptz
 	CreatedAt      time.Time
 }
+
+func (d *delivery) key() int64 { return d.ID }
 
 func (d *delivery) scanDest() []any {
 	return []any{&d.ID, &d.EventID, &d.EventType, &d.Status, &d.Attempts, &d.LastStatusCode, &d.LastError,
@@ -362,61 +358,10 @@ func (d *delivery) appendJSON(b []byte) []byte {
 		"nextAttemptAt", &next, "deliveredAt", &d.DeliveredAt, "createdAt", &d.CreatedAt)
 }
 
-var deliveries = &resource{lists: &listSpec{},
+// deliveries are listed by GET /v1/webhooks/{id}/deliveries: the endpoint's, newest first (handleList).
+var deliveries = &resource{path: "/v1/webhooks/deliveries", lists: &listSpec{newestFirst: true}, parent: webhooks, parentCol: "endpoint_id",
 	selectSQL: `SELECT id, event_id, event_type, status, attempts, last_status_code, last_error,
 		next_attempt_at, delivered_at, created_at FROM webhook_deliveries WHERE company_id = $1`}
-
-// handleWebhookDeliveries answers GET /v1/webhooks/{id}/deliveries: the endpoint's deliveries,
-// newest first, with the list shape of section 6. Another company's endpoint is 404.
-func handleWebhookDeliveries(st *store, log *slog.Logger) http.Handler {
-	allowed := deliveries.lists.params(true)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		id, aerr := pathID(r)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		q, lq, _, aerr := listRequest(r, deliveries, allowed)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		scope := webhooks.path + "/deliveries\n" + strconv.FormatInt(t.companyID, 10) + "\n" + strconv.FormatInt(id, 10)
-		key := readListCursor(w, r, st, log, q, lq, scope)
-		if key == nil {
-			return
-		}
-		lq.desc = true
-		lq.where("endpoint_id = %s", id)
-		sqlText, args := lq.selectSQL(deliveries.selectSQL, t.companyID)
-		var found []webhookEndpoint
-		ds := make([]delivery, 0)
-		err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, id),
-			rowsInto[delivery](&ds, sqlText, args...))
-		if err == nil && len(found) == 0 {
-			err = errNotFound
-		}
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		next := ""
-		if len(ds) > lq.limit {
-			ds = ds[:lq.limit]
-			next = lq.cursor(key, scope, ds[lq.limit-1].ID, "", false)
-		}
-		b := append(make([]byte, 0, 320*len(ds)+256), `{"data":[`...)
-		for i := range ds {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = ds[i].appendJSON(b)
-		}
-		b = appendPagination(append(b, "],"...), lq.limit, next)
-		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
-	})
-}
 
 // handleWebhookRetry answers POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry (body {}): 202,
 // the delivery, pending and due now, whatever its status was.
