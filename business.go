@@ -215,7 +215,7 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 // updateBusiness applies p to the company's business record id in tx, like updateContact; stageId
 // must stay a stage of boardId whichever of them changes.
 func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (business, error) {
-	old, b, changed, err := lockPatched[business](ctx, tx, businesses, t.companyID, id, p)
+	old, b, changed, err := lockObject[business](ctx, tx, businesses, t.companyID, id, p)
 	if err != nil || !changed {
 		return b, err
 	}

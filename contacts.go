@@ -185,13 +185,13 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 	return c, nil
 }
 
-// updateContact applies p to the company's contact id in tx (lockPatched), moving updatedAt and the
+// updateContact applies p to the company's contact id in tx (lockObject), moving updatedAt and the
 // version, with its event. References the patch changes to objects the company does not have are
 // fieldErrors (the ones already stored were checked when they were written, and the foreign keys
 // keep them so). Round trips: the lock (with BEGIN), the reference check when a reference changed,
 // the UPDATE; the event goes with COMMIT.
 func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (contact, error) {
-	old, c, changed, err := lockPatched[contact](ctx, tx, contacts, t.companyID, id, p)
+	old, c, changed, err := lockObject[contact](ctx, tx, contacts, t.companyID, id, p)
 	if err != nil || !changed {
 		return c, err
 	}

@@ -152,8 +152,8 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 			}
 		}
 		sqlText, args := lq.feedSQL(t.companyID, after)
-		evs, err := queryAll[event](r.Context(), st, sqlText, args...)
-		if err != nil {
+		evs := make([]event, 0)
+		if err := st.read(r.Context(), rowsInto[event](&evs, sqlText, args...)); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

@@ -21,7 +21,7 @@ import (
 // Under that lock it looks the key up (schema/0005_idempotency.sql). The primary key is the last
 // word: if another request with the key committed between that look-up's snapshot and the lock, the
 // INSERT of the answer finds its row and this request is 409 too, writing nothing. The look-up goes
-// out with the write's first statement, in one round trip (lookUpKey).
+// out with the write's first round trip (lookUpKey), all in store.writeOnce.
 
 // Keys are kept 24 hours (the interval in the statements below).
 const (

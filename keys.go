@@ -365,7 +365,8 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 
 // listAPIKeys returns the company's active keys, for the CLI.
 func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, error) {
-	return queryAll[apiKey](ctx, s, apiKeys.selectSQL+` ORDER BY id`, companyID)
+	keys := make([]apiKey, 0)
+	return keys, s.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, companyID))
 }
 
 // revokeAPIKey revokes the active key that is prefixOrKey, or whose display prefix it is. It

@@ -146,11 +146,8 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 		defer rows.Close()
 		return reads[0].rows(rows)
 	}
-	var b pgx.Batch
-	for _, r := range reads {
-		b.Queue(r.sql, r.args...).Query(func(rows pgx.Rows) error { return r.rows(rows) })
-	}
-	return c.SendBatch(ctx, &b).Close()
+	t := tx{c: c} // a batch, as a write's reads go
+	return t.read(ctx, reads...)
 }
 
 // tx is the transaction of a write (store.write), on pgx's own connection under the pool as in
@@ -260,13 +257,6 @@ func eachRow[T any, P scanner[T]](q string, args []any, take func(P)) read {
 // rowsInto returns a read of q that scans its rows into new Ts appended to *out.
 func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
 	return eachRow[T, P](q, args, func(v P) { *out = append(*out, *v) })
-}
-
-// queryAll runs the SELECT q and returns its rows as Ts.
-func queryAll[T any, P scanner[T]](ctx context.Context, st *store, q string, args ...any) ([]T, error) {
-	out := make([]T, 0)
-	err := st.read(ctx, rowsInto[T, P](&out, q, args...))
-	return out, err
 }
 
 // deleteBatch is the most rows a retention DELETE removes, so that none holds its locks for long.
