@@ -159,30 +159,64 @@ func eventFilterList(p *eventFilters) func(json.RawMessage) string {
 
 // refusedPrefixes are addresses no webhook goes to, besides those netip calls loopback, private
 // (with fd00:ec2::254, a cloud metadata address), link-local (with 169.254.169.254, another),
-// multicast or unspecified: unless -webhook-allow-cidrs allows them.
+// multicast or unspecified, and IPv6 outside globalIPv6: unless -webhook-allow-cidrs allows them.
 var refusedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),      // this network
-	netip.MustParsePrefix("100.64.0.0/10"),  // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
-	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, which reaches the IPv4 address inside
-	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
-	netip.MustParsePrefix("2002::/16"),      // 6to4, likewise
-	netip.MustParsePrefix("2001::/32"),      // Teredo
-	netip.MustParsePrefix("fec0::/10"),      // site-local
+	netip.MustParsePrefix("0.0.0.0/8"),       // this network
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments: Teredo, benchmarking, ...
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("3fff::/20"),       // documentation
 }
 
-// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow.
+// globalIPv6 is the only IPv6 space allocated for global unicast. Outside it are ::/8 (but for
+// the IPv4 it embeds, see embeddedIPv4), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
+// (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
+
+// ipv4Inside are the IPv6 addresses that embed or translate to an IPv4 address, and the byte
+// where it starts.
+var ipv4Inside = []struct {
+	prefix netip.Prefix
+	at     int
+}{
+	{netip.MustParsePrefix("::/96"), 12},           // IPv4-compatible, and :: and ::1
+	{netip.MustParsePrefix("::ffff:0:0/96"), 12},   // IPv4-mapped
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12}, // IPv4-translated
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},    // NAT64
+	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
+}
+
+// embeddedIPv4 returns the IPv4 address that ip, without its zone, embeds or translates to, or
+// else ip without its zone.
+func embeddedIPv4(ip netip.Addr) netip.Addr {
+	ip = ip.WithZone("") // a prefix contains no zoned address
+	for _, in := range ipv4Inside {
+		if in.prefix.Contains(ip) {
+			b := ip.As16()
+			return netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
+		}
+	}
+	return ip
+}
+
+// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow. An
+// address that embeds or translates to an IPv4 address is judged by that address. It is the one
+// rule of both checkWebhookHost and the webhook client's dialer.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
-	ip = ip.Unmap()
-	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+	inner := embeddedIPv4(ip)
+	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
 		return true
 	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+	if !inner.IsGlobalUnicast() || inner.IsPrivate() || inner.Is6() && !globalIPv6.Contains(inner) {
 		return false
 	}
-	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
+	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
 // checkWebhookHost returns an error naming url when the host of rawURL, an absolute http(s) URL,

@@ -383,6 +383,13 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 		{`{"url": "http://[::ffff:127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
 		{`{"url": "http://100.64.0.1/", "events": ["*"]}`, []string{"url"}, "100.64.0.1"},
 		{`{"url": "http://0.0.0.0/", "events": ["*"]}`, []string{"url"}, "0.0.0.0"},
+		{`{"url": "http://[::127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "::127.0.0.1"},
+		{`{"url": "http://[::ffff:0:7f00:1]/", "events": ["*"]}`, []string{"url"}, "::ffff:0:7f00:1"},
+		{`{"url": "http://[64:ff9b::a00:1]/", "events": ["*"]}`, []string{"url"}, "64:ff9b::a00:1"},
+		{`{"url": "http://[2002:a00:1::]/", "events": ["*"]}`, []string{"url"}, "2002:a00:1::"},
+		{`{"url": "http://[100::1]/", "events": ["*"]}`, []string{"url"}, "100::1"},
+		{`{"url": "http://[2001:db8::1]/", "events": ["*"]}`, []string{"url"}, "2001:db8::1"},
+		{`{"url": "http://192.0.2.1/", "events": ["*"]}`, []string{"url"}, "192.0.2.1"},
 		{`{"url": "http://127.0.0.1/", "events": ["contact.renamed"]}`, []string{"events"}, `"contact.renamed"`},
 		{`{"url": "http://127.0.0.1/", "events": "contact.*"}`, []string{"events"}, "array"},
 		{`{"url": "http://127.0.0.1/", "events": []}`, []string{"events"}, "array"},
@@ -411,7 +418,17 @@ func TestWebhookAddressRules(t *testing.T) {
 		{"169.254.169.254", false, false}, {"fe80::1", false, false}, {"fd00:ec2::254", false, true},
 		{"fc00::1", false, false}, {"0.0.0.0", false, false}, {"::", false, false}, {"224.0.0.1", false, false},
 		{"ff02::1", false, false}, {"100.64.0.1", false, false}, {"100.127.255.254", false, false},
-		{"255.255.255.255", false, false}, {"64:ff9b::7f00:1", false, false}, {"2002:7f00:1::", false, false},
+		{"255.255.255.255", false, false}, {"fec0::1", false, false}, {"fe80::1%eth0", false, false},
+		// An address that embeds or translates IPv4 is judged, allow-list too, by the IPv4 inside.
+		{"::127.0.0.1", false, true}, {"::ffff:0:7f00:1", false, true}, {"64:ff9b::7f00:1", false, true},
+		{"2002:7f00:1::", false, true}, {"::10.1.2.3", false, false}, {"::ffff:0:a01:203", false, false},
+		{"64:ff9b::a01:203", false, false}, {"2002:c0a8:101::1", false, false}, {"::8.8.8.8", true, true},
+		{"::ffff:0:808:808", true, true}, {"64:ff9b::808:808", true, true}, {"2002:808:808::1", true, true},
+		{"64:ff9b:1::808:808", false, false}, {"::1:0:0:1", false, false},
+		// Documentation, discard, benchmarking and Teredo ranges.
+		{"192.0.2.1", false, false}, {"198.51.100.1", false, false}, {"203.0.113.1", false, false},
+		{"100::1", false, false}, {"2001:db8::1", false, false}, {"2001:db8::1%eth0", false, false},
+		{"3fff::1", false, false}, {"2001::1", false, false}, {"2001:2::1", false, false},
 	} {
 		ip := netip.MustParseAddr(tt.addr)
 		if got := allowedAddr(ip, nil); got != tt.public {
