@@ -115,7 +115,8 @@ var webhooks = &resource{path: "/v1/webhooks", table: "webhook_endpoints", lists
 		created_at, updated_at FROM webhook_endpoints WHERE company_id = $1`}
 
 // webhookURL sets an endpoint URL: absolute http(s), at most maxWebhookURLLen characters, without
-// credentials. Where its host leads is checkWebhookHost's question.
+// credentials, with a port (if any) from 1 to 65535. Where its host leads is checkWebhookHost's
+// question.
 func webhookURL(p *string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
@@ -128,8 +129,14 @@ func webhookURL(p *string) func(json.RawMessage) string {
 		if msg := checkHTTPURL(s); msg != "" {
 			return msg
 		}
-		if u, _ := url.Parse(s); u.User != nil {
+		u, _ := url.Parse(s)
+		if u.User != nil {
 			return "must not hold credentials (user:password@)"
+		}
+		if p := u.Port(); p != "" { // url.Parse took only digits
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				return "must have a port from 1 to 65535"
+			}
 		}
 		*p = s
 		return ""
