@@ -226,9 +226,10 @@ func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
 	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
-// checkWebhookHost returns an error naming url when the host of rawURL, an absolute http(s) URL,
-// does not resolve (net.DefaultResolver), or resolves to an address allowedAddr does not admit;
-// else nil.
+// checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
+// does not resolve (net.DefaultResolver) or resolves to an address allowedAddr does not admit;
+// else nil. The error is the same in both cases and names no address, so that it maps no one's
+// internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -237,15 +238,15 @@ func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
-	if err != nil || len(ips) == 0 {
-		return []fieldError{{Field: "url", Message: "must have a host that resolves"}}
-	}
+	ok := err == nil && len(ips) > 0
 	for _, ip := range ips {
-		if !allowedAddr(ip, allow) {
-			return []fieldError{{Field: "url", Message: fmt.Sprintf("must lead only to public addresses; %s is %s", u.Hostname(), ip.Unmap())}}
-		}
+		ok = ok && allowedAddr(ip, allow)
 	}
-	return nil
+	if ok {
+		return nil
+	}
+	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
+		"(for local development, the server's ROLODEX_WEBHOOK_ALLOW_CIDRS can allow loopback or private addresses)", u.Hostname())}}
 }
 
 // errRefusedAddress is the error of a connection the webhook client refused to open.

@@ -380,7 +380,7 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 		{`{"url": "https://8.8.8.8:99999999999999999999/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
 		{`{"url": "http://8.8.8.8:http/", "events": ["*"]}`, []string{"url"}, "http(s)"},
 		{`{"url": "http://127.0.0.1:8080/hooks", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
-		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost is "},
+		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost does not"},
 		{`{"url": "https://10.0.0.8/", "events": ["*"]}`, []string{"url"}, "10.0.0.8"},
 		{`{"url": "http://169.254.169.254/latest/meta-data", "events": ["*"]}`, []string{"url"}, "169.254.169.254"},
 		{`{"url": "http://[fd00:ec2::254]/", "events": ["*"]}`, []string{"url"}, "fd00:ec2::254"},
@@ -406,6 +406,30 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 	}
 	if p := listPage[json.RawMessage](t, c.key, "/v1/webhooks"); len(p.Data) != 0 {
 		t.Errorf("%d endpoints after bad input; want none", len(p.Data))
+	}
+}
+
+// A refused URL's 422 names its host, never an address, and reads the same whether the host resolves
+// inside or not at all. The host that does not resolve has a 64-character label, which no DNS query
+// can carry: no packet is sent for it.
+func TestWebhookRefusalNamesOnlyTheHost(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t) // the suite's server: no address outside the public ones is allowed
+	nowhere := strings.Repeat("a", 64) + ".example"
+	said := func(host string) string {
+		r := call(t, "POST", "/v1/webhooks", c.key, `{"url": "http://`+host+`:8080/hooks", "events": ["*"]}`)
+		p := wantFields(t, r, "url")
+		if len(p.Errors) == 0 || !strings.Contains(p.Errors[0].Message, host) {
+			t.Fatalf("POST a webhook at %s: %s; want it to name the host", host, r.body)
+		}
+		return strings.ReplaceAll(p.Errors[0].Message, host, "HOST")
+	}
+	inside, unresolved := said("localhost"), said(nowhere)
+	if inside != unresolved {
+		t.Errorf("a host that resolves inside: %q;\none that does not resolve: %q; want the same", inside, unresolved)
+	}
+	if strings.Contains(inside, "127.0.0.1") || strings.Contains(inside, "::1") || !strings.Contains(inside, "ROLODEX_WEBHOOK_ALLOW_CIDRS") {
+		t.Errorf("refused: %q; want no address, and how to allow one for local development", inside)
 	}
 }
 
@@ -445,7 +469,7 @@ func TestWebhookAddressRules(t *testing.T) {
 	// Literal addresses and localhost (the hosts file) are all the resolver is asked here.
 	ctx := context.Background()
 	for rawURL, want := range map[string]string{"http://8.8.8.8/hooks": "", "https://[2606:4700:4700::1111]:8443/": "",
-		"http://localhost:8080/": "must lead only to public addresses; localhost is "} {
+		"http://localhost:8080/": "must have a host that resolves only to public addresses, and localhost does not"} {
 		var got string
 		if errs := checkWebhookHost(ctx, rawURL, nil); errs != nil {
 			got = errs[0].Message
