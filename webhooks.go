@@ -303,14 +303,18 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
-// and enabled. Enabling an endpoint clears its disabledReason. A new URL's host is resolved before
-// the write begins; the endpoint is locked while it is changed.
+// and enabled. Enabling an endpoint clears its disabledReason. An endpoint the company does not
+// have is 404 before the body is checked. A new URL's host is resolved before the write begins; the
+// endpoint is locked while it is changed.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		wr, aerr := bodyRequest(w, r, webhooks)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
+			return
+		}
+		if answeredMissingWebhook(w, r, st, log, wr) {
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -342,6 +346,23 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
+}
+
+// answeredMissingWebhook answers a PATCH of an endpoint the company does not have, before any
+// check of the body's members (a 404, or the answer kept for its Idempotency-Key), and reports
+// whether it did.
+func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
+	var found []webhookEndpoint
+	err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, tenantOf(r).companyID, wr.id))
+	switch {
+	case err != nil:
+		writeError(w, r, log, err)
+	case len(found) == 0:
+		runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
+	default:
+		return false
+	}
+	return true
 }
 
 // newWebhookSecret returns a new signing secret: "whsec_" and 192 random bits.

@@ -338,17 +338,25 @@ func TestWebhookEndpointsAreAtMost16AndTenantScoped(t *testing.T) {
 		t.Errorf("page 2: %d endpoints; want the other 6", len(next.Data))
 	}
 
-	// Another company sees none of them, and can change none.
+	// Another company sees none of them, and can change none: a PATCH is 404 before its body is
+	// checked, whatever the body and its Idempotency-Key.
 	other := w.company(t)
 	path := itemPath("/v1/webhooks", decode[obj](t, list.Data[0]).id())
 	for _, r := range []response{
 		callAt(t, nil, w.base, "GET", path, other.key, ""),
 		callAt(t, nil, w.base, "PATCH", path, other.key, `{"enabled": false}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"events": [], "secret": "x"}`),
+		callAt(t, nil, w.base, "PATCH", "/v1/webhooks/999999", other.key, `{"url": "http://10.1.2.3/"}`),
 		callAt(t, nil, w.base, "DELETE", path, other.key, ""),
 		callAt(t, nil, w.base, "GET", path+"/deliveries", other.key, ""),
 		callAt(t, nil, w.base, "POST", path+"/deliveries/1/retry", other.key, `{}`),
 	} {
 		wantProblem(t, r, http.StatusNotFound, "not_found")
+	}
+	if r := callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"); r.status != http.StatusNotFound || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("another company's PATCH again with its Idempotency-Key: %d, replayed %q; want the 404 kept", r.status, r.header.Get("Idempotent-Replayed"))
 	}
 	if p := readPage[json.RawMessage](t, callAt(t, nil, w.base, "GET", "/v1/webhooks", other.key, "")); len(p.Data) != 0 {
 		t.Errorf("another company lists %d endpoints; want none", len(p.Data))
