@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,8 +189,8 @@ func TestFailureLimiterWindow(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 	l.fail(b)
-	if l.lru.Len() != 1 || len(l.addrs) != 1 {
-		t.Errorf("%d addresses tracked; want the stale one dropped", l.lru.Len())
+	if len(l.tracked)-1 != 1 || len(l.slots) != 1 {
+		t.Errorf("%d addresses tracked; want the stale one dropped", len(l.tracked)-1)
 	}
 	if off := newFailureLimiter(0); off != nil || off.blocked(a) != 0 {
 		t.Error("a limit of 0 made a limiter, or blocks; want none (unlimited)")
@@ -230,10 +232,56 @@ func TestFailureLimiterForgetsTheLeastRecentlyFailedAddress(t *testing.T) {
 				t.Errorf("after %v failed: %v blocked = %v; want %v", addr[step.arrives], a, got, step.blocked[i])
 			}
 		}
-		if l.lru.Len() != 3 || len(l.addrs) != 3 {
-			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], l.lru.Len(), len(l.addrs))
+		if len(l.tracked)-1 != 3 || len(l.slots) != 3 {
+			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], len(l.tracked)-1, len(l.slots))
 		}
 	}
+}
+
+// The failure limiter's whole state stays under 8 MiB (API.md 8) however many addresses fail, each
+// still limited while it is among the maxTrackedAddrs most recent. Not parallel: it weighs the heap.
+func TestFailureLimiterMemoryIsBounded(t *testing.T) {
+	addr := func(i int) netip.Addr { // IPv4 and IPv6 /64s, as clientAddr gives them
+		if i%2 == 0 {
+			return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		}
+		var b [16]byte
+		b[0], b[1] = 0x20, 0x01
+		binary.BigEndian.PutUint32(b[4:], uint32(i))
+		return netip.AddrFrom16(b)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	now := time.Unix(1000, 0)
+	l := newFailureLimiter(defaultAuthFailureLimit)
+	l.now = func() time.Time { return now }
+	const n = maxTrackedAddrs + maxTrackedAddrs/8
+	for i := range n {
+		for range l.max {
+			l.fail(addr(i))
+		}
+		now = now.Add(time.Microsecond) // all within the window: none is forgotten for its age
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d addresses tracked in %d bytes, %d an address", len(l.slots), used, used/int64(len(l.slots)))
+	if used > 8<<20 {
+		t.Errorf("%d addresses failed: the limiter holds %.1f MiB; want under 8 MiB", n, float64(used)/(1<<20))
+	}
+	if len(l.slots) != maxTrackedAddrs || len(l.tracked)-1 != maxTrackedAddrs {
+		t.Errorf("%d addresses failed: %d tracked (list %d); want the %d most recent", n, len(l.slots), len(l.tracked)-1, maxTrackedAddrs)
+	}
+	for _, i := range []int{n - 1, n - maxTrackedAddrs} {
+		if l.blocked(addr(i)) == 0 {
+			t.Errorf("address %d of %d (%v), among the most recent: not blocked", i, n, addr(i))
+		}
+	}
+	if i := n - maxTrackedAddrs - 1; l.blocked(addr(i)) != 0 {
+		t.Errorf("address %d of %d (%v), the least recent: still blocked; want it forgotten", i, n, addr(i))
+	}
+	runtime.KeepAlive(l)
 }
 
 // clientAddr is the peer, an IPv6 one widened to its /64, unless the peer is a trusted proxy: then
