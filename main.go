@@ -449,14 +449,18 @@ func handleNoRoute(mux *http.ServeMux) http.Handler {
 			}
 		}
 		if len(allow) == 0 {
-			writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found",
-				Detail: fmt.Sprintf("No such path: %s.", r.URL.Path)})
+			writeProblem(w, r, errNoRoute(r))
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeProblem(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 			Detail: fmt.Sprintf("%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 	})
+}
+
+// errNoRoute is the 404 of a path no route serves.
+func errNoRoute(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("No such path: %s.", r.URL.Path)}
 }
 
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

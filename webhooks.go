@@ -115,7 +115,8 @@ var webhooks = &resource{path: "/v1/webhooks", table: "webhook_endpoints", lists
 		created_at, updated_at FROM webhook_endpoints WHERE company_id = $1`}
 
 // webhookURL sets an endpoint URL: absolute http(s), at most maxWebhookURLLen characters, without
-// credentials. Where its host leads is checkWebhookHost's question.
+// credentials, with a port (if any) from 1 to 65535. Where its host leads is checkWebhookHost's
+// question.
 func webhookURL(p *string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
@@ -128,8 +129,14 @@ func webhookURL(p *string) func(json.RawMessage) string {
 		if msg := checkHTTPURL(s); msg != "" {
 			return msg
 		}
-		if u, _ := url.Parse(s); u.User != nil {
+		u, _ := url.Parse(s)
+		if u.User != nil {
 			return "must not hold credentials (user:password@)"
+		}
+		if p := u.Port(); p != "" { // url.Parse took only digits
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				return "must have a port from 1 to 65535"
+			}
 		}
 		*p = s
 		return ""
@@ -159,35 +166,70 @@ func eventFilterList(p *eventFilters) func(json.RawMessage) string {
 
 // refusedPrefixes are addresses no webhook goes to, besides those netip calls loopback, private
 // (with fd00:ec2::254, a cloud metadata address), link-local (with 169.254.169.254, another),
-// multicast or unspecified: unless -webhook-allow-cidrs allows them.
+// multicast or unspecified, and IPv6 outside globalIPv6: unless -webhook-allow-cidrs allows them.
 var refusedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),      // this network
-	netip.MustParsePrefix("100.64.0.0/10"),  // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
-	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, which reaches the IPv4 address inside
-	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
-	netip.MustParsePrefix("2002::/16"),      // 6to4, likewise
-	netip.MustParsePrefix("2001::/32"),      // Teredo
-	netip.MustParsePrefix("fec0::/10"),      // site-local
+	netip.MustParsePrefix("0.0.0.0/8"),       // this network
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments: Teredo, benchmarking, ...
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("3fff::/20"),       // documentation
 }
 
-// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow.
+// globalIPv6 is the only IPv6 space allocated for global unicast. Outside it are ::/8 (but for
+// the IPv4 it embeds, see embeddedIPv4), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
+// (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
+
+// ipv4Inside are the IPv6 addresses that embed or translate to an IPv4 address, and the byte
+// where it starts.
+var ipv4Inside = []struct {
+	prefix netip.Prefix
+	at     int
+}{
+	{netip.MustParsePrefix("::/96"), 12},           // IPv4-compatible, and :: and ::1
+	{netip.MustParsePrefix("::ffff:0:0/96"), 12},   // IPv4-mapped
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12}, // IPv4-translated
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},    // NAT64
+	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
+}
+
+// embeddedIPv4 returns the IPv4 address that ip, without its zone, embeds or translates to, or
+// else ip without its zone.
+func embeddedIPv4(ip netip.Addr) netip.Addr {
+	ip = ip.WithZone("") // a prefix contains no zoned address
+	for _, in := range ipv4Inside {
+		if in.prefix.Contains(ip) {
+			b := ip.As16()
+			return netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
+		}
+	}
+	return ip
+}
+
+// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow. An
+// address that embeds or translates to an IPv4 address is judged by that address. It is the one
+// rule of both checkWebhookHost and the webhook client's dialer.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
-	ip = ip.Unmap()
-	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+	inner := embeddedIPv4(ip)
+	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
 		return true
 	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+	if !inner.IsGlobalUnicast() || inner.IsPrivate() || inner.Is6() && !globalIPv6.Contains(inner) {
 		return false
 	}
-	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
+	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
-// checkWebhookHost returns an error naming url when the host of rawURL, an absolute http(s) URL,
-// does not resolve (net.DefaultResolver), or resolves to an address allowedAddr does not admit;
-// else nil.
+// checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
+// does not resolve (net.DefaultResolver) or resolves to an address allowedAddr does not admit;
+// else nil. The error is the same in both cases and names no address, so that it maps no one's
+// internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -196,15 +238,15 @@ func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
-	if err != nil || len(ips) == 0 {
-		return []fieldError{{Field: "url", Message: "must have a host that resolves"}}
-	}
+	ok := err == nil && len(ips) > 0
 	for _, ip := range ips {
-		if !allowedAddr(ip, allow) {
-			return []fieldError{{Field: "url", Message: fmt.Sprintf("must lead only to public addresses; %s is %s", u.Hostname(), ip.Unmap())}}
-		}
+		ok = ok && allowedAddr(ip, allow)
 	}
-	return nil
+	if ok {
+		return nil
+	}
+	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
+		"(for local development, the server's ROLODEX_WEBHOOK_ALLOW_CIDRS can allow loopback or private addresses)", u.Hostname())}}
 }
 
 // errRefusedAddress is the error of a connection the webhook client refused to open.
@@ -256,12 +298,16 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
-// and enabled (updateWebhook). A new URL's host is resolved before the write begins.
+// and enabled (updateWebhook). An endpoint the company does not have is 404 before the body is
+// checked. A new URL's host is resolved before the write begins.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		wr := startWrite(w, r, webhooks, log, nil)
 		if wr == nil {
+			return
+		}
+		if answeredMissingWebhook(w, r, st, log, wr) {
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -278,6 +324,23 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
+}
+
+// answeredMissingWebhook answers a PATCH of an endpoint the company does not have, before any
+// check of the body's members (a 404, or the answer kept for its Idempotency-Key), and reports
+// whether it did.
+func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
+	var found []webhookEndpoint
+	err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, tenantOf(r).companyID, wr.id))
+	switch {
+	case err != nil:
+		writeError(w, r, log, err)
+	case len(found) == 0:
+		runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
+	default:
+		return false
+	}
+	return true
 }
 
 // newWebhookSecret returns a new signing secret: "whsec_" and 192 random bits.

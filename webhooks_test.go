@@ -338,17 +338,25 @@ func TestWebhookEndpointsAreAtMost16AndTenantScoped(t *testing.T) {
 		t.Errorf("page 2: %d endpoints; want the other 6", len(next.Data))
 	}
 
-	// Another company sees none of them, and can change none.
+	// Another company sees none of them, and can change none: a PATCH is 404 before its body is
+	// checked, whatever the body and its Idempotency-Key.
 	other := w.company(t)
 	path := itemPath("/v1/webhooks", decode[obj](t, list.Data[0]).id())
 	for _, r := range []response{
 		callAt(t, nil, w.base, "GET", path, other.key, ""),
 		callAt(t, nil, w.base, "PATCH", path, other.key, `{"enabled": false}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"events": [], "secret": "x"}`),
+		callAt(t, nil, w.base, "PATCH", "/v1/webhooks/999999", other.key, `{"url": "http://10.1.2.3/"}`),
 		callAt(t, nil, w.base, "DELETE", path, other.key, ""),
 		callAt(t, nil, w.base, "GET", path+"/deliveries", other.key, ""),
 		callAt(t, nil, w.base, "POST", path+"/deliveries/1/retry", other.key, `{}`),
 	} {
 		wantProblem(t, r, http.StatusNotFound, "not_found")
+	}
+	if r := callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"); r.status != http.StatusNotFound || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("another company's PATCH again with its Idempotency-Key: %d, replayed %q; want the 404 kept", r.status, r.header.Get("Idempotent-Replayed"))
 	}
 	if p := readPage[json.RawMessage](t, callAt(t, nil, w.base, "GET", "/v1/webhooks", other.key, "")); len(p.Data) != 0 {
 		t.Errorf("another company lists %d endpoints; want none", len(p.Data))
@@ -375,14 +383,25 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 		{`{"url": "/hooks", "events": ["*"]}`, []string{"url"}, "http(s)"},
 		{`{"url": "http://user:pass@127.0.0.1/", "events": ["*"]}`, []string{"url"}, "credentials"},
 		{`{"url": "` + long + `", "events": ["*"]}`, []string{"url"}, "2048"},
+		{`{"url": "http://8.8.8.8:0/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "https://8.8.8.8:65536/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "https://8.8.8.8:99999999999999999999/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "http://8.8.8.8:http/", "events": ["*"]}`, []string{"url"}, "http(s)"},
 		{`{"url": "http://127.0.0.1:8080/hooks", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
-		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost is "},
+		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost does not"},
 		{`{"url": "https://10.0.0.8/", "events": ["*"]}`, []string{"url"}, "10.0.0.8"},
 		{`{"url": "http://169.254.169.254/latest/meta-data", "events": ["*"]}`, []string{"url"}, "169.254.169.254"},
 		{`{"url": "http://[fd00:ec2::254]/", "events": ["*"]}`, []string{"url"}, "fd00:ec2::254"},
 		{`{"url": "http://[::ffff:127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
 		{`{"url": "http://100.64.0.1/", "events": ["*"]}`, []string{"url"}, "100.64.0.1"},
 		{`{"url": "http://0.0.0.0/", "events": ["*"]}`, []string{"url"}, "0.0.0.0"},
+		{`{"url": "http://[::127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "::127.0.0.1"},
+		{`{"url": "http://[::ffff:0:7f00:1]/", "events": ["*"]}`, []string{"url"}, "::ffff:0:7f00:1"},
+		{`{"url": "http://[64:ff9b::a00:1]/", "events": ["*"]}`, []string{"url"}, "64:ff9b::a00:1"},
+		{`{"url": "http://[2002:a00:1::]/", "events": ["*"]}`, []string{"url"}, "2002:a00:1::"},
+		{`{"url": "http://[100::1]/", "events": ["*"]}`, []string{"url"}, "100::1"},
+		{`{"url": "http://[2001:db8::1]/", "events": ["*"]}`, []string{"url"}, "2001:db8::1"},
+		{`{"url": "http://192.0.2.1/", "events": ["*"]}`, []string{"url"}, "192.0.2.1"},
 		{`{"url": "http://127.0.0.1/", "events": ["contact.renamed"]}`, []string{"events"}, `"contact.renamed"`},
 		{`{"url": "http://127.0.0.1/", "events": "contact.*"}`, []string{"events"}, "array"},
 		{`{"url": "http://127.0.0.1/", "events": []}`, []string{"events"}, "array"},
@@ -395,6 +414,30 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 	}
 	if p := listPage[json.RawMessage](t, c.key, "/v1/webhooks"); len(p.Data) != 0 {
 		t.Errorf("%d endpoints after bad input; want none", len(p.Data))
+	}
+}
+
+// A refused URL's 422 names its host, never an address, and reads the same whether the host resolves
+// inside or not at all. The host that does not resolve has a 64-character label, which no DNS query
+// can carry: no packet is sent for it.
+func TestWebhookRefusalNamesOnlyTheHost(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t) // the suite's server: no address outside the public ones is allowed
+	nowhere := strings.Repeat("a", 64) + ".example"
+	said := func(host string) string {
+		r := call(t, "POST", "/v1/webhooks", c.key, `{"url": "http://`+host+`:8080/hooks", "events": ["*"]}`)
+		p := wantFields(t, r, "url")
+		if len(p.Errors) == 0 || !strings.Contains(p.Errors[0].Message, host) {
+			t.Fatalf("POST a webhook at %s: %s; want it to name the host", host, r.body)
+		}
+		return strings.ReplaceAll(p.Errors[0].Message, host, "HOST")
+	}
+	inside, unresolved := said("localhost"), said(nowhere)
+	if inside != unresolved {
+		t.Errorf("a host that resolves inside: %q;\none that does not resolve: %q; want the same", inside, unresolved)
+	}
+	if strings.Contains(inside, "127.0.0.1") || strings.Contains(inside, "::1") || !strings.Contains(inside, "ROLODEX_WEBHOOK_ALLOW_CIDRS") {
+		t.Errorf("refused: %q; want no address, and how to allow one for local development", inside)
 	}
 }
 
@@ -411,7 +454,17 @@ func TestWebhookAddressRules(t *testing.T) {
 		{"169.254.169.254", false, false}, {"fe80::1", false, false}, {"fd00:ec2::254", false, true},
 		{"fc00::1", false, false}, {"0.0.0.0", false, false}, {"::", false, false}, {"224.0.0.1", false, false},
 		{"ff02::1", false, false}, {"100.64.0.1", false, false}, {"100.127.255.254", false, false},
-		{"255.255.255.255", false, false}, {"64:ff9b::7f00:1", false, false}, {"2002:7f00:1::", false, false},
+		{"255.255.255.255", false, false}, {"fec0::1", false, false}, {"fe80::1%eth0", false, false},
+		// An address that embeds or translates IPv4 is judged, allow-list too, by the IPv4 inside.
+		{"::127.0.0.1", false, true}, {"::ffff:0:7f00:1", false, true}, {"64:ff9b::7f00:1", false, true},
+		{"2002:7f00:1::", false, true}, {"::10.1.2.3", false, false}, {"::ffff:0:a01:203", false, false},
+		{"64:ff9b::a01:203", false, false}, {"2002:c0a8:101::1", false, false}, {"::8.8.8.8", true, true},
+		{"::ffff:0:808:808", true, true}, {"64:ff9b::808:808", true, true}, {"2002:808:808::1", true, true},
+		{"64:ff9b:1::808:808", false, false}, {"::1:0:0:1", false, false},
+		// Documentation, discard, benchmarking and Teredo ranges.
+		{"192.0.2.1", false, false}, {"198.51.100.1", false, false}, {"203.0.113.1", false, false},
+		{"100::1", false, false}, {"2001:db8::1", false, false}, {"2001:db8::1%eth0", false, false},
+		{"3fff::1", false, false}, {"2001::1", false, false}, {"2001:2::1", false, false},
 	} {
 		ip := netip.MustParseAddr(tt.addr)
 		if got := allowedAddr(ip, nil); got != tt.public {
@@ -424,7 +477,7 @@ func TestWebhookAddressRules(t *testing.T) {
 	// Literal addresses and localhost (the hosts file) are all the resolver is asked here.
 	ctx := context.Background()
 	for rawURL, want := range map[string]string{"http://8.8.8.8/hooks": "", "https://[2606:4700:4700::1111]:8443/": "",
-		"http://localhost:8080/": "must lead only to public addresses; localhost is "} {
+		"http://localhost:8080/": "must have a host that resolves only to public addresses, and localhost does not"} {
 		var got string
 		if errs := checkWebhookHost(ctx, rawURL, nil); errs != nil {
 			got = errs[0].Message
