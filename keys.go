@@ -58,19 +58,24 @@ func withScope(scope string, next http.Handler) http.Handler {
 
 // needScope returns a 403 naming scope unless the request's key has it.
 func needScope(r *http.Request, scope string) *apiError {
-	if covers(tenantOf(r).scopes, scope) {
+	return scopeError(tenantOf(r).scopes, scope)
+}
+
+// scopeError returns a 403 naming scope unless scopes cover it.
+func scopeError(scopes []string, scope string) *apiError {
+	if covers(scopes, scope) {
 		return nil
 	}
 	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
 		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
-// grantable returns a 403 unless the request's key covers every scope of scopes: no key makes a key
-// with more than it has.
-func grantable(r *http.Request, scopes []string) *apiError {
+// grantable returns a 403 unless caller's scopes cover every scope of scopes: no key makes, rolls or
+// revokes a key with more than it has (a * key only a * key).
+func grantable(caller tenant, scopes []string) error {
 	for _, s := range scopes {
-		if aerr := needScope(r, s); aerr != nil {
-			aerr.Detail = fmt.Sprintf("This API key cannot give a key the scope %s, which it does not have.", s)
+		if aerr := scopeError(caller.scopes, s); aerr != nil {
+			aerr.Detail = fmt.Sprintf("This API key cannot make, roll or revoke a key with the scope %s, which it does not have.", s)
 			return aerr
 		}
 	}
@@ -191,8 +196,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 		if wr == nil {
 			return
 		}
-		if aerr := grantable(r, k.Scopes); aerr != nil {
-			writeProblem(w, r, aerr)
+		if err := grantable(t, k.Scopes); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
@@ -226,8 +231,8 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			case err != nil:
 				return answer{}, err
 			}
-			if aerr := grantable(r, old.Scopes); aerr != nil {
-				return answer{}, aerr
+			if err := grantable(t, old.Scopes); err != nil {
+				return answer{}, err
 			}
 			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
 			return keyAnswer(k, key), err
@@ -239,7 +244,7 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 }
 
 // handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
-// within keyCacheTTL on every other server.
+// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403.
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -250,10 +255,14 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 		var hash []byte
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
-			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash)
+				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
+			var scopes commaList
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash, &scopes)
 			if errors.Is(err, sql.ErrNoRows) {
 				err = errNotFound
+			}
+			if err == nil {
+				err = grantable(t, scopes) // a refusal rolls the revocation back
 			}
 			return answer{status: http.StatusNoContent}, err
 		})

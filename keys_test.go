@@ -99,6 +99,24 @@ func TestKeysNeverGrantMoreThanTheirOwnScopes(t *testing.T) {
 	}
 }
 
+// No way up: a key revokes only keys whose scopes lie within its own; a * key only a * key.
+func TestKeysRevokeOnlyKeysWithinTheirOwnScopes(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	limited := makeKey(t, c.key, "contacts:write", "keys:write")
+	wide := makeKey(t, c.key, "*")
+	for _, k := range []newKey{wide, makeKey(t, c.key, "business:read"), makeKey(t, c.key, "contacts:read", "webhooks:read")} {
+		path := itemPath("/v1/apiKeys", k.ID)
+		wantProblem(t, call(t, "DELETE", path, *limited.Key, ""), http.StatusForbidden, "insufficient_scope")
+		mustGet(t, c.key, path) // the refused revocation changed nothing
+	}
+	wantStatus(t, call(t, "GET", "/v1/contacts", *wide.Key, ""), http.StatusOK)
+	for _, k := range []newKey{makeKey(t, c.key, "contacts:read"), makeKey(t, c.key, "contacts:write", "keys:read"), limited} {
+		wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", k.ID), *limited.Key, ""), http.StatusNoContent)
+	}
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", wide.ID), c.key, ""), http.StatusNoContent)
+}
+
 func TestKeyBadInputIs422(t *testing.T) {
 	t.Parallel()
 	c, other := newTestCompany(t), newTestCompany(t)
