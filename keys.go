@@ -82,6 +82,20 @@ func grantable(caller tenant, scopes []string) error {
 	return nil
 }
 
+// keyRulesError returns why caller may not make a key with scopes that expires at expires (a roll:
+// the old key's), else nil: a 403 unless grantable, a 422 on expiresAt when caller expires and the
+// key would outlive it. No key makes a way up.
+func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) error {
+	if err := grantable(caller, scopes); err != nil {
+		return err
+	}
+	if !caller.expiresAt.IsZero() && (!expires.Valid || expires.Time.After(caller.expiresAt)) {
+		return fieldErrors{{Field: "expiresAt", Message: "must be no later than the expiry of the key that makes it, " +
+			string(appendTime(nil, caller.expiresAt))}}
+	}
+	return nil
+}
+
 // newAPIKey returns a new random key.
 func newAPIKey() string {
 	var b [24]byte
@@ -196,7 +210,7 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 		if wr == nil {
 			return
 		}
-		if err := grantable(t, k.Scopes); err != nil {
+		if err := keyRulesError(t, k.Scopes, k.ExpiresAt); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -207,8 +221,9 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	})
 }
 
-// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes and user
-// (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
+// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes, user and
+// expiry (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends
+// now).
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -219,22 +234,23 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 		}
 		var hash []byte
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			// The old key ends expiresIn from now, or sooner if it was to anyway.
-			const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
-				WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-				RETURNING name, scopes, user_id, hash`
+			// The old key ends expiresIn from now, or sooner if it was to anyway; o is it as it was.
+			const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
+				FROM api_keys o WHERE a.company_id = $1 AND a.id = $2 AND o.company_id = a.company_id AND o.id = a.id
+					AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
+				RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 			var old apiKey
-			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, expiresIn.Int64}, &old.Name, &old.Scopes, &old.UserID, &hash)
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, expiresIn.Int64}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 				return answer{}, errNotFound
 			case err != nil:
 				return answer{}, err
 			}
-			if err := grantable(t, old.Scopes); err != nil {
+			if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
 				return answer{}, err
 			}
-			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID, ExpiresAt: old.ExpiresAt})
 			return keyAnswer(k, key), err
 		})
 		if hash != nil {

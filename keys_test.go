@@ -173,6 +173,36 @@ func TestKeysExpireAndRoll(t *testing.T) {
 	}
 }
 
+// No way up: a key that expires makes and rolls only keys that expire no later than it does, and a
+// roll keeps the old key's expiresAt, whoever rolls it.
+func TestExpiringKeysMakeOnlyKeysThatExpireNoLater(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	in := func(d time.Duration) string { return `"` + time.Now().Add(d).UTC().Format(time.RFC3339) + `"` }
+	body := func(expiresAt string) string {
+		return `{"scopes": ["contacts:read", "keys:write"], "expiresAt": ` + expiresAt + `}`
+	}
+	r := call(t, "POST", "/v1/apiKeys", c.key, body(in(time.Hour)))
+	expiring := decode[newKey](t, wantStatus(t, r, http.StatusCreated).body)
+	for _, b := range []string{body("null"), body(in(2 * time.Hour)), `{"scopes": ["contacts:read"]}`} {
+		wantFields(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, b), "expiresAt")
+	}
+	wantStatus(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, body(`"`+*expiring.ExpiresAt+`"`)), http.StatusCreated)
+	sooner := decode[newKey](t, wantStatus(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, body(in(30*time.Minute))), http.StatusCreated).body)
+
+	// Nor roll a key that never expires into a new one.
+	forever := makeKey(t, c.key, "contacts:read")
+	wantFields(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", forever.ID), *expiring.Key, `{}`), "expiresAt")
+	wantStatus(t, call(t, "GET", "/v1/contacts", *forever.Key, ""), http.StatusOK) // the refused roll changed nothing
+	rolled := decode[newKey](t, wantStatus(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", sooner.ID), *expiring.Key, `{}`), http.StatusCreated).body)
+	again := decode[newKey](t, wantStatus(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), c.key, `{}`), http.StatusCreated).body)
+	for _, k := range []newKey{rolled, again} {
+		if k.ExpiresAt == nil || *k.ExpiresAt != *sooner.ExpiresAt {
+			t.Errorf("rolled key %+v; want the old key's expiresAt %s", k, *sooner.ExpiresAt)
+		}
+	}
+}
+
 func TestRevocationReachesAnotherServerWithin10Seconds(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
