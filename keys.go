@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -31,6 +32,11 @@ var scopeResources = []string{"contacts", "business", "organizations", "referenc
 
 // maxKeyLifetime is how long a rolled key may live on after its replacement is made.
 const maxKeyLifetime = 7 * 24 * time.Hour
+
+// maxActiveKeys is how many keys a company may have that are neither revoked nor expired.
+const maxActiveKeys = 100
+
+var errKeyLimit = fmt.Errorf("a company may have at most %d active API keys", maxActiveKeys)
 
 // covers reports whether scopes grant need: need itself, the write scope of its resource, or "*".
 func covers(scopes []string, need string) bool {
@@ -173,17 +179,27 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 }
 
 // insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
-// which is kept nowhere else. A user the company does not have is a fieldError.
+// which is kept nowhere else. A user the company does not have is a fieldError; a company with
+// maxActiveKeys active keys already is errKeyLimit.
 func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
 	key := newAPIKey()
 	hash := hashKey(key)
 	k.Prefix = key[:keyPrefixLen]
+	// The company's new keys take turns, as its new webhook endpoints do (createWebhook).
+	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
 		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
+			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL
+				AND (expires_at IS NULL OR expires_at > now())) < $8
 		RETURNING id, created_at`
-	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt},
+	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
 		&k.ID, &k.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) { // no such user, or the limit: which?
+		var user bool
+		const exists = `SELECT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $2)`
+		if err := tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user); err != nil || user {
+			return k, "", cmp.Or(err, errKeyLimit)
+		}
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
 	}
 	if err != nil {

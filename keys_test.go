@@ -371,3 +371,79 @@ func TestKeyCommandsCreateListAndRevoke(t *testing.T) {
 		t.Error("revoking the key again: no error; want one")
 	}
 }
+
+// A company has at most 100 active keys, however they are made; revoked and expired keys, and a key
+// rolled at once, leave room. Creates take turns, so that two at once cannot both pass the limit.
+func TestKeysAreAtMost100ActivePerCompany(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for range 97 {
+		addKey(t, c.id, 0) // through `rolodex key create`'s function
+	}
+	last, spare := makeKey(t, c.key, "contacts:read"), makeKey(t, c.key, "contacts:read")
+	roll := fmt.Sprintf("/v1/apiKeys/%d/roll", last.ID)
+	wantProblem(t, call(t, "POST", "/v1/apiKeys", c.key, `{"scopes": ["*"]}`), http.StatusUnprocessableEntity, "key_limit")
+	wantProblem(t, call(t, "POST", roll, c.key, `{"expiresIn": 60}`), http.StatusUnprocessableEntity, "key_limit")
+	if out, err := runCLI(t, "key", "create", "-company", strconv.FormatInt(c.id, 10)); err == nil || !strings.Contains(err.Error(), "100") {
+		t.Errorf("key create past the limit = %q, %v; want an error naming it", out, err)
+	}
+	wantStatus(t, call(t, "POST", roll, c.key, `{}`), http.StatusCreated)
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", spare.ID), c.key, ""), http.StatusNoContent)
+	expired := makeKey(t, c.key, "contacts:read")
+	if _, err := testEnv.st.db.Exec(`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE company_id = $1 AND id = $2`,
+		c.id, expired.ID); err != nil {
+		t.Fatal(err)
+	}
+	// With room for one, a create waits for another's transaction, and then finds no room.
+	ctx := context.Background()
+	held, release, done := make(chan int, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- testEnv.st.write(ctx, func(tx *tx) error {
+			_, _, err := insertAPIKey(ctx, tx, c.id, apiKey{Scopes: []string{"contacts:read"}, UserID: c.userID})
+			var pid int
+			if err == nil {
+				err = tx.queryRow(ctx, `SELECT pg_backend_pid()`, nil, &pid)
+			}
+			held <- pid
+			<-release
+			return err
+		})
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+			<-done
+		}
+	}()
+	pid := <-held
+	answered := make(chan response, 1)
+	go func() {
+		r, err := send(nil, testEnv.baseURL, "POST", "/v1/apiKeys", c.key, `{"scopes": ["contacts:read"]}`)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	var r *response
+	for r == nil && sqlID(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid) == 0 {
+		select {
+		case a := <-answered:
+			r = &a // made without waiting for the other
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	released = true
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r == nil {
+		a := <-answered
+		r = &a
+	}
+	wantProblem(t, *r, http.StatusUnprocessableEntity, "key_limit")
+	if n := sqlID(t, `SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, c.id); n != 100 {
+		t.Errorf("%d active keys; want 100", n)
+	}
+}
