@@ -53,8 +53,8 @@ type authenticator struct {
 	mu    sync.RWMutex
 	cache map[[32]byte]cachedKey
 
-	// known holds the first 8 bytes of the active keys' hashes, as of loaded (refreshed at most once
-	// a keyCacheTTL, with the keys made since), for the requests of addresses over their failure
+	// known holds the first 8 bytes of the active keys' hashes, as of loaded (made anew at most once
+	// a keyCacheTTL: no revoked or expired key stays), for the requests of addresses over their failure
 	// limit: a key not in it cannot be valid, so a flood of made-up keys from such addresses costs
 	// the database one refresh a keyCacheTTL however many keys it sends, and a valid key is still
 	// served (one made within the last keyCacheTTL, on any server, once the next refresh knows it:
@@ -118,14 +118,11 @@ func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, er
 	a.knownMu.Lock()
 	defer a.knownMu.Unlock()
 	if now := a.now(); now.Sub(a.loaded) > keyCacheTTL {
-		since := time.Unix(0, 0) // the first time, every key
-		if !a.loaded.IsZero() {
-			since = a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
-		}
-		hashes, err := a.st.activeKeyHashes(ctx, since)
+		hashes, err := a.st.activeKeyHashes(ctx)
 		if err != nil {
 			return false, err
 		}
+		a.known = make(map[uint64]bool, len(hashes))
 		for _, h := range hashes {
 			a.known[binary.BigEndian.Uint64(h)] = true
 		}

@@ -416,9 +416,9 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	})
 }
 
-// activeKeyHashes returns the hashes of the active keys made since since.
-func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND created_at >= $1`, since)
+// activeKeyHashes returns the hashes of the keys neither revoked nor expired.
+func (s *store) activeKeyHashes(ctx context.Context) ([][]byte, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`)
 	if err != nil {
 		return nil, fmt.Errorf("active key hashes: %w", err)
 	}

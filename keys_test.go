@@ -447,3 +447,36 @@ func TestKeysAreAtMost100ActivePerCompany(t *testing.T) {
 		t.Errorf("%d active keys; want 100", n)
 	}
 }
+
+// No server's memory grows with keys revoked or expired: the keys an authenticator knows for
+// limited addresses are made anew from the active ones.
+func TestAuthenticatorForgetsRevokedAndExpiredKeys(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	revoked, expired, active := addKey(t, c.id, 0), addKey(t, c.id, 0), addKey(t, c.id, 0)
+	now := time.Now()
+	a := newAuthenticator(testEnv.st)
+	a.now = func() time.Time { return now }
+	known := func(key string) bool {
+		ok, err := a.mayBeValid(ctx, hashKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !known(revoked) || !known(expired) || !known(active) {
+		t.Fatal("three active keys: not all known")
+	}
+	if err := testEnv.st.revokeAPIKey(ctx, revoked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testEnv.st.db.Exec(`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE company_id = $1 AND prefix = $2`,
+		c.id, expired[:keyPrefixLen]); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(keyCacheTTL + time.Second)
+	if known(revoked) || known(expired) || !known(active) {
+		t.Errorf("after a refresh, known: revoked %v, expired %v, active %v; want only the active key", known(revoked), known(expired), known(active))
+	}
+}
