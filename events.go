@@ -38,7 +38,8 @@ var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted
 	"organization.created", "organization.updated", "organization.deleted"}
 
 // eventFamilies are the families of events, each with the scope that reads its resource: a key sees
-// only the events of the families it reads.
+// only the events of the families it reads, and an endpoint is sent only those of the families that
+// the key which last wrote it read (webhooks.go).
 var eventFamilies = []struct{ name, scope string }{
 	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"}}
 
@@ -112,14 +113,15 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 // recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
 // the API returns it and, for an update, the old values of the fields it changed (else nil). The
 // same statement writes its deliveries (webhooks.go): one to each enabled webhook endpoint of the
-// company whose events name its type, its family ("contact.*") or "*".
+// company whose events name its type, its family ("contact.*") or "*", and whose families have it.
 func recordEvent(tx *tx, companyID int64, typ, requestID string, object, previous []byte) {
 	tx.queue(`WITH e AS (
 			INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)
 			RETURNING company_id, id, type)
 		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
-			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`,
+			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
+			AND split_part(e.type, '.', 1) = ANY(w.families)`,
 		companyID, typ, requestID, string(object), pgtype.Text{String: string(previous), Valid: previous != nil})
 }
 

@@ -76,6 +76,7 @@ type webhookEndpoint struct {
 	Description    pgtype.Text
 	Enabled        bool
 	DisabledReason pgtype.Text // why the server disabled it
+	families       []string    // of events it is sent: those the key that last wrote it reads
 	Secret         string      // set only in the answer to its creation
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -235,7 +236,8 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
-// here) and its Location. The URL's host is resolved before the write begins.
+// here) and its Location. The URL's host is resolved before the write begins. The key must read the
+// events it subscribes to, and the endpoint is sent only those of the families the key reads.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -253,6 +255,11 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
+		if aerr := eventScopeError(t.scopes, v.Events); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := createWebhook(r.Context(), tx, t.companyID, v)
 			return answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}, err
@@ -262,7 +269,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
 // and enabled. Enabling an endpoint clears its disabledReason. A new URL's host is resolved before
-// the write begins; the endpoint is locked while it is changed.
+// the write begins; the endpoint is locked while it is changed. As at creation, the key must read
+// the events it subscribes to, and a change leaves the endpoint the families the key reads.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -291,6 +299,10 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			}
 			v := found[0]
 			applyMembers(wr.members, v.fields(), readOnlyFields) // checked above
+			if aerr := eventScopeError(t.scopes, scratch.Events); aerr != nil {
+				return answer{}, aerr
+			}
+			v.families = readableFamilies(t.scopes)
 			if v.Enabled {
 				v.DisabledReason = pgtype.Text{}
 			}
@@ -315,11 +327,11 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
 	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
-	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
+	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
+		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
 	v.Secret = newWebhookSecret()
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints},
+	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints, v.families},
 		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
@@ -333,9 +345,9 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 // updateWebhook writes v, an endpoint of the company locked in tx, moving updatedAt.
 func updateWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
-		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err := tx.queryRow(ctx, q, []any{companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
+	err := tx.queryRow(ctx, q, []any{companyID, v.ID, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, v.families},
 		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", v.ID, mapWriteError(err))

@@ -540,6 +540,54 @@ func TestWebhookDeliveriesAreSignedEventsOfMatchingEndpoints(t *testing.T) {
 	}
 }
 
+// Reading through the side door: a key subscribes an endpoint only to events it can read, and an
+// endpoint is sent only the events that the key which created or last changed it could read.
+func TestWebhookEndpointsGetOnlyEventsTheirKeyCouldRead(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, nil)
+	key := func(scopes ...string) string {
+		b, _ := json.Marshal(map[string]any{"scopes": scopes})
+		return *decode[newKey](t, wantStatus(t, w.call(t, "POST", "/v1/apiKeys", string(b)), http.StatusCreated).body).Key
+	}
+	contacts, hooksOnly := key("webhooks:write", "contacts:read"), key("webhooks:write")
+	as := func(key, method, path, body string) response { return callAt(t, nil, w.base, method, path, key, body) }
+	rc := newReceiver(t, nil)
+	for _, events := range []string{`["*"]`, `["business.*"]`, `["contact.*", "organization.created"]`} {
+		r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": %s}`, rc.URL, events))
+		wantProblem(t, r, http.StatusForbidden, "insufficient_scope")
+	}
+	r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": ["contact.*"]}`, rc.URL+"/contacts"))
+	ecID, eaID := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body).ID, w.endpoint(t, rc.URL+"/all", "*").ID
+	ec, ea := itemPath("/v1/webhooks", ecID), itemPath("/v1/webhooks", eaID)
+	wantProblem(t, as(hooksOnly, "PATCH", ec, `{"events": ["contact.created"]}`), http.StatusForbidden, "insufficient_scope")
+	wantProblem(t, as(contacts, "PATCH", ea, `{"events": ["business.*"]}`), http.StatusForbidden, "insufficient_scope")
+
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Deal"}`), http.StatusCreated)
+	eventually(t, "the contact event sent to the contact.* endpoint", func() bool {
+		return slices.ContainsFunc(rc.hits(), func(h hit) bool { return h.url == "/contacts" })
+	})
+	// Changed by a key that reads only contacts, the * endpoint is sent contact events only; changed
+	// by one that reads nothing, the contact.* endpoint is sent nothing.
+	wantStatus(t, as(contacts, "PATCH", ea, `{"description": "changed by a key that reads contacts"}`), http.StatusOK)
+	wantStatus(t, as(hooksOnly, "PATCH", ec, fmt.Sprintf(`{"url": %q}`, rc.URL+"/elsewhere")), http.StatusOK)
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Bea"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Another deal"}`), http.StatusCreated)
+	for id, want := range map[int64][]string{
+		ecID: {"contact.created"},
+		eaID: {"business.created", "contact.created", "contact.created"},
+	} { // a change writes its deliveries in its transaction: they are all there
+		var types []string
+		for _, d := range w.deliveries(t, id) {
+			types = append(types, d.EventType)
+		}
+		slices.Sort(types)
+		if diff := cmp.Diff(want, types); diff != "" {
+			t.Errorf("deliveries to endpoint %d (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
 func TestWebhookRetriesWithBackoffUntilTheReceiverRecovers(t *testing.T) {
 	t.Parallel()
 	w := newHookWorld(t, nil) // backoff 100ms: then 200ms, 400ms
