@@ -75,9 +75,9 @@ type webhookEndpoint struct {
 	Events         eventFilters
 	Description    pgtype.Text
 	Enabled        bool
-	DisabledReason pgtype.Text // why the server disabled it
-	families       []string    // of events it is sent: those the key that last wrote it reads
-	Secret         string      // set only in the answer to its creation
+	DisabledReason pgtype.Text  // why the server disabled it
+	families       []string     // of events it is sent: those the key that last wrote it reads
+	Secret         *pgtype.Text // set only in the answers that make one (secretAnswer)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -95,8 +95,8 @@ func (e *webhookEndpoint) scanDest() []any {
 func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	kv := []any{"id", &e.ID, "url", &e.URL, "events", &e.Events, "description", &e.Description,
 		"enabled", &e.Enabled, "disabledReason", &e.DisabledReason}
-	if e.Secret != "" {
-		kv = append(kv, "secret", &e.Secret)
+	if e.Secret != nil {
+		kv = append(kv, "secret", e.Secret)
 	}
 	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
@@ -262,7 +262,7 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := createWebhook(r.Context(), tx, t.companyID, v)
-			return answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}, err
+			return secretAnswer(v), err
 		})
 	})
 }
@@ -330,8 +330,8 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
 		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
-	v.Secret = newWebhookSecret()
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints, v.families},
+	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
+	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
 		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
@@ -353,6 +353,15 @@ func updateWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 		return v, fmt.Errorf("update webhook endpoint %d: %w", v.ID, mapWriteError(err))
 	}
 	return v, nil
+}
+
+// secretAnswer is the 201 of an endpoint v with its new secret. An Idempotency-Key keeps it with
+// "secret": null: a replay never shows the secret.
+func secretAnswer(v webhookEndpoint) answer {
+	a := answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
+	v.Secret = &pgtype.Text{}
+	a.kept = append(v.appendJSON(nil), '\n')
+	return a
 }
 
 // delivery is one event owed to one endpoint, as GET /v1/webhooks/{id}/deliveries lists it.
