@@ -250,7 +250,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 		VALUES ($1, 'http://127.0.0.1:9/never', '{*}', 'whsec_test', false) RETURNING id`, c.id)
 	delivery := sqlID(t, `INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type, status)
 		VALUES ($1, $2, $3, 'contact.created', 'failed') RETURNING id`, c.id, hook, evs[0].ID)
-	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry"} {
+	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry", "/v1/webhooks/{id}/rotateSecret"} {
 		ids[p] = hook
 	}
 	tested := 0

@@ -392,6 +392,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("DELETE /v1/webhooks/{id}", "webhooks:write", handleDelete[webhookEndpoint](st, webhooks, log))
 	v1("GET /v1/webhooks/{id}/deliveries", "webhooks:read", handleWebhookDeliveries(st, log))
 	v1("POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "webhooks:write", handleWebhookRetry(st, log))
+	v1("POST /v1/webhooks/{id}/rotateSecret", "webhooks:write", handleWebhookRotate(st, log))
 
 	mux.Handle("/", handleNoRoute(mux))
 }

@@ -9,3 +9,7 @@ CREATE INDEX api_keys_active ON api_keys (company_id, expires_at) INCLUDE (hash)
 -- family; one written without families gets none.
 ALTER TABLE webhook_endpoints ADD COLUMN families text[] NOT NULL DEFAULT '{contact,business,organization}';
 ALTER TABLE webhook_endpoints ALTER COLUMN families SET DEFAULT '{}';
+
+-- A rotated secret stays in previous_secret, and signs deliveries beside the new one for 24 hours
+-- from secret_rotated_at.
+ALTER TABLE webhook_endpoints ADD COLUMN previous_secret text, ADD COLUMN secret_rotated_at timestamptz;
