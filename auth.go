@@ -57,7 +57,8 @@ type authenticator struct {
 	// known holds the first 8 bytes of the active keys' hashes, for the requests of addresses over
 	// their failure limit: a key not in it cannot be valid. Such a request waits for a refresh of
 	// known (the keys made since the last one, on any server) that begins after it asked, and the
-	// requests waiting share it: refreshes take turns, at least knownRefresh apart. So a flood of
+	// requests waiting share it: refreshes take turns, at least knownRefresh apart, and one a
+	// keyCacheTTL makes known anew, so no revoked or expired key stays in it. So a flood of
 	// made-up keys costs the database one small query a knownRefresh however many keys it sends,
 	// and a key made or rolled a moment ago on any server is served at once, after a wait of at most
 	// knownRefresh and a query. (A budget of look-ups a second would cost as little, but refuse a
@@ -68,6 +69,7 @@ type authenticator struct {
 	begun     atomic.Int64 // refreshes begun
 	fresh     int64        // the number of the last refresh that succeeded (refreshMu)
 	loaded    time.Time    // when it began (refreshMu)
+	rebuilt   time.Time    // when the last refresh that made known anew began (refreshMu)
 }
 
 // knownRefresh is the least time between two refreshes of the known keys.
@@ -143,15 +145,20 @@ func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, er
 		}
 	}
 	n, began := a.begun.Add(1), a.now()
-	since := time.Unix(0, 0) // the first time, every key
-	if !a.loaded.IsZero() {
-		since = a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
+	since := a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
+	anew := began.Sub(a.rebuilt) > keyCacheTTL
+	if anew {
+		since = time.Time{} // every active key
 	}
 	hashes, err := a.st.activeKeyHashes(ctx, since)
 	if err != nil {
 		return false, err
 	}
 	a.knownMu.Lock()
+	if anew {
+		a.known = make(map[uint64]bool, len(hashes))
+		a.rebuilt = began
+	}
 	for _, h := range hashes {
 		a.known[binary.BigEndian.Uint64(h)] = true
 	}

@@ -52,6 +52,7 @@ const (
 	webhookGiveUp         = 72 * time.Hour   // 3 days: a delivery fails once its next attempt would be later
 	maxWebhookBackoff     = 6 * time.Hour    // the longest wait between two attempts
 	webhookLease          = 30 * time.Second // how long a delivery being sent is left to its server
+	secretOverlap         = 24 * time.Hour   // how long a rotated secret signs beside its replacement
 	webhookPoll           = 250 * time.Millisecond
 	webhookEndpointSlots  = 4 // deliveries a server sends to one endpoint at once
 	defaultWebhookSlots   = 32
@@ -75,8 +76,9 @@ type webhookEndpoint struct {
 	Events         eventFilters
 	Description    pgtype.Text
 	Enabled        bool
-	DisabledReason pgtype.Text // why the server disabled it
-	Secret         string      // set only in the answer to its creation
+	DisabledReason pgtype.Text  // why the server disabled it
+	families       []string     // of events it is sent: those the key that last wrote it reads
+	Secret         *pgtype.Text // set only in the answers that make one (secretAnswer)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -94,8 +96,8 @@ func (e *webhookEndpoint) scanDest() []any {
 func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	kv := []any{"id", &e.ID, "url", &e.URL, "events", &e.Events, "description", &e.Description,
 		"enabled", &e.Enabled, "disabledReason", &e.DisabledReason}
-	if e.Secret != "" {
-		kv = append(kv, "secret", &e.Secret)
+	if e.Secret != nil {
+		kv = append(kv, "secret", e.Secret)
 	}
 	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
@@ -277,7 +279,8 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
-// here) and its Location. The URL's host is resolved before the write begins.
+// here) and its Location. The URL's host is resolved before the write begins. The key must read the
+// events it subscribes to, and the endpoint is sent only those of the families the key reads.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -290,16 +293,22 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
+		if aerr := eventScopeError(t.scopes, v.Events); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := createWebhook(r.Context(), tx, t.companyID, v)
-			return answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}, err
+			return secretAnswer(v), err
 		})
 	})
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
 // and enabled (updateWebhook). An endpoint the company does not have is 404 before the body is
-// checked. A new URL's host is resolved before the write begins.
+// checked. A new URL's host is resolved before the write begins. As at creation, the key must read
+// the events it subscribes to.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -317,6 +326,10 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		}
 		if errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
+			return
+		}
+		if aerr := eventScopeError(t.scopes, scratch.Events); aerr != nil {
+			writeProblem(w, r, aerr)
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
@@ -356,11 +369,11 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
 	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
-	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
+	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
+		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
-	v.Secret = newWebhookSecret()
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints},
+	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
+	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
 		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
@@ -371,8 +384,9 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	return v, nil
 }
 
-// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt.
-// Enabling an endpoint clears its disabledReason. Round trips: the lock (with BEGIN), the UPDATE.
+// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt. Enabling
+// an endpoint clears its disabledReason, and a change leaves it the families the tenant's key reads.
+// Round trips: the lock (with BEGIN), the UPDATE.
 func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
 	_, v, changed, err := lockObject[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
 	if err != nil || !changed {
@@ -381,13 +395,59 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	if v.Enabled {
 		v.DisabledReason = pgtype.Text{}
 	}
+	v.families = readableFamilies(t.scopes)
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
-		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
+	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, v.families},
 		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
+	}
+	return v, nil
+}
+
+// secretAnswer is the 201 of an endpoint v with its new secret (create, rotateSecret). An
+// Idempotency-Key keeps it with "secret": null: a replay never shows the secret, and a lost one is
+// rotated.
+func secretAnswer(v webhookEndpoint) answer {
+	a := answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
+	v.Secret = &pgtype.Text{}
+	a.kept = append(v.appendJSON(nil), '\n')
+	return a
+}
+
+// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with
+// a new secret, shown only here. The secret it replaces signs deliveries too for secretOverlap, so
+// that receivers switch without refusing any.
+func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		wr := startWrite(w, r, webhooks, log, []bodyField{}) // the body sets nothing: {}
+		if wr == nil {
+			return
+		}
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
+			return secretAnswer(v), err
+		})
+	})
+}
+
+// rotateWebhookSecret gives the endpoint id of the company a new secret, keeping the one it replaces
+// and when, and returns the endpoint with the new secret; errNotFound when there is no such endpoint.
+func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
+	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
+			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		WHERE company_id = $1 AND id = $2
+		RETURNING id, url, array_to_string(events, ','), description, enabled, disabled_reason, created_at, updated_at`
+	v := webhookEndpoint{Secret: &pgtype.Text{String: newWebhookSecret(), Valid: true}}
+	err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, v.scanDest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, errNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
 	}
 	return v, nil
 }
@@ -468,6 +528,8 @@ type claimed struct {
 	attempts                  int64
 	lease                     time.Time // its next_attempt_at while this server sends it
 	url, secret               string
+	previous                  pgtype.Text        // the secret the last rotation replaced
+	rotatedAt                 pgtype.Timestamptz // when: previous signs too for secretOverlap
 	enabled                   bool
 	event                     event
 }
@@ -495,7 +557,8 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 		WHERE d.company_id = picked.company_id AND d.id = picked.id AND d.next_attempt_at = picked.next_attempt_at
 			AND w.company_id = d.company_id AND w.id = d.endpoint_id
 			AND e.company_id = d.company_id AND e.id = d.event_id
-		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, w.enabled,
+		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret,
+			w.previous_secret, w.secret_rotated_at, w.enabled,
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
@@ -508,8 +571,8 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 	var out []claimed
 	for rows.Next() {
 		var c claimed
-		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret, &c.enabled},
-			c.event.scanDest()...)
+		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
+			&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("claim deliveries: %w", err)
 		}
@@ -668,15 +731,16 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 	}
 }
 
-// post sends c's event, signed, and returns the answer's status (0: none) and, unless it is a
-// 2xx, what went wrong ("" when the status says it all). It reads at most maxWebhookAnswer bytes of
-// the answer.
+// post sends c's event, signed (also with the previous secret, within secretOverlap of a rotation),
+// and returns the answer's status (0: none) and, unless it is a 2xx, what went wrong ("" when the
+// status says it all). It reads at most maxWebhookAnswer bytes of the answer.
 func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	body := append(c.event.appendJSON(nil), '\n') // what GET /v1/events/{id} answers
 	t := strconv.FormatInt(time.Now().Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(c.secret))
-	mac.Write([]byte(t + "."))
-	mac.Write(body)
+	sig := "t=" + t + ",v1=" + sign(c.secret, t, body)
+	if c.previous.Valid && time.Since(c.rotatedAt.Time) < secretOverlap {
+		sig += ",v1=" + sign(c.previous.String, t, body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "the URL cannot be requested"
@@ -684,7 +748,7 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Rolodex-Webhooks")
 	req.Header.Set("Rolodex-Event-Id", strconv.FormatInt(c.event.ID, 10))
-	req.Header.Set("Rolodex-Signature", "t="+t+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Rolodex-Signature", sig)
 	resp, err := wk.client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -699,4 +763,12 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 		return resp.StatusCode, "redirects are not followed"
 	}
 	return resp.StatusCode, ""
+}
+
+// sign returns the hex HMAC-SHA256, keyed with secret, of t, "." and body.
+func sign(secret, t string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "."))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

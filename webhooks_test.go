@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,12 +207,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // verify is the receiver's check of the README (TestREADMEReceiverIsVerify holds them equal): the
 // Rolodex-Signature header sig signs body with secret, made within 5 minutes.
 func verify(secret, sig string, body []byte) bool { // sig: the Rolodex-Signature header
-	t, v1, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",v1=")
+	t, v1s, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",")
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(t + "." + string(body)))
+	want := []byte("v1=" + hex.EncodeToString(mac.Sum(nil)))
+	signed := false // by any v1=: for a day after the secret is rotated, the old one signs too
+	for _, v1 := range strings.Split(v1s, ",") {
+		signed = signed || hmac.Equal([]byte(v1), want)
+	}
 	sent, err := strconv.ParseInt(t, 10, 64) // refuse a signature minutes old: a replay
-	return err == nil && hmac.Equal([]byte(v1), []byte(hex.EncodeToString(mac.Sum(nil)))) &&
-		time.Since(time.Unix(sent, 0)).Abs() < 5*time.Minute
+	return signed && err == nil && time.Since(time.Unix(sent, 0)).Abs() < 5*time.Minute
 }
 
 func TestREADMEReceiverIsVerify(t *testing.T) {
@@ -273,12 +278,14 @@ func TestWebhookEndpointsCreateReadUpdateDelete(t *testing.T) {
 		t.Errorf("PATCH url: %q", moved.URL)
 	}
 
-	// A create with an Idempotency-Key answers the same, secret included, when sent again.
+	// A create with an Idempotency-Key answers the same when sent again, but the secret: null.
 	body := `{"url": "http://127.0.0.1:9/keyed", "events": ["organization.created"]}`
 	first := w.call(t, "POST", "/v1/webhooks", body, "Idempotency-Key", "hook-1")
 	again := w.call(t, "POST", "/v1/webhooks", body, "Idempotency-Key", "hook-1")
-	if first.status != http.StatusCreated || string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("POST with an Idempotency-Key twice: %d %s, then %d %s", first.status, first.body, again.status, again.body)
+	secret := decode[endpointBody](t, first.body).Secret
+	kept := strings.Replace(string(first.body), `"secret":"`+secret+`"`, `"secret":null`, 1)
+	if first.status != http.StatusCreated || secret == "" || string(again.body) != kept || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("POST with an Idempotency-Key twice: %d %s, then %d %s; want the same with \"secret\": null", first.status, first.body, again.status, again.body)
 	}
 
 	wantStatus(t, w.call(t, "DELETE", path, ""), http.StatusNoContent)
@@ -590,6 +597,96 @@ func TestWebhookDeliveriesAreSignedEventsOfMatchingEndpoints(t *testing.T) {
 	}
 	if d := w.deliveries(t, eo.ID); len(d) != 0 || len(off.hits()) != 0 {
 		t.Errorf("the disabled endpoint has %d deliveries and got %d requests; want none", len(d), len(off.hits()))
+	}
+}
+
+// Reading through the side door: a key subscribes an endpoint only to events it can read, and an
+// endpoint is sent only the events that the key which created or last changed it could read.
+func TestWebhookEndpointsGetOnlyEventsTheirKeyCouldRead(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, nil)
+	key := func(scopes ...string) string {
+		b, _ := json.Marshal(map[string]any{"scopes": scopes})
+		return *decode[newKey](t, wantStatus(t, w.call(t, "POST", "/v1/apiKeys", string(b)), http.StatusCreated).body).Key
+	}
+	contacts, hooksOnly := key("webhooks:write", "contacts:read"), key("webhooks:write")
+	as := func(key, method, path, body string) response { return callAt(t, nil, w.base, method, path, key, body) }
+	rc := newReceiver(t, nil)
+	for _, events := range []string{`["*"]`, `["business.*"]`, `["contact.*", "organization.created"]`} {
+		r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": %s}`, rc.URL, events))
+		wantProblem(t, r, http.StatusForbidden, "insufficient_scope")
+	}
+	r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": ["contact.*"]}`, rc.URL+"/contacts"))
+	ecID, eaID := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body).ID, w.endpoint(t, rc.URL+"/all", "*").ID
+	ec, ea := itemPath("/v1/webhooks", ecID), itemPath("/v1/webhooks", eaID)
+	wantProblem(t, as(hooksOnly, "PATCH", ec, `{"events": ["contact.created"]}`), http.StatusForbidden, "insufficient_scope")
+	wantProblem(t, as(contacts, "PATCH", ea, `{"events": ["business.*"]}`), http.StatusForbidden, "insufficient_scope")
+
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Deal"}`), http.StatusCreated)
+	eventually(t, "the contact event sent to the contact.* endpoint", func() bool {
+		return slices.ContainsFunc(rc.hits(), func(h hit) bool { return h.url == "/contacts" })
+	})
+	// Changed by a key that reads only contacts, the * endpoint is sent contact events only; changed
+	// by one that reads nothing, the contact.* endpoint is sent nothing.
+	wantStatus(t, as(contacts, "PATCH", ea, `{"description": "changed by a key that reads contacts"}`), http.StatusOK)
+	wantStatus(t, as(hooksOnly, "PATCH", ec, fmt.Sprintf(`{"url": %q}`, rc.URL+"/elsewhere")), http.StatusOK)
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Bea"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Another deal"}`), http.StatusCreated)
+	for id, want := range map[int64][]string{
+		ecID: {"contact.created"},
+		eaID: {"business.created", "contact.created", "contact.created"},
+	} { // a change writes its deliveries in its transaction: they are all there
+		var types []string
+		for _, d := range w.deliveries(t, id) {
+			types = append(types, d.EventType)
+		}
+		slices.Sort(types)
+		if diff := cmp.Diff(want, types); diff != "" {
+			t.Errorf("deliveries to endpoint %d (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+// A rotated secret signs deliveries beside the new one for 24 hours, the new one's first; a replay
+// of the rotation shows no secret.
+func TestWebhookSecretRotationSignsWithBothSecretsFor24Hours(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, nil)
+	rc := newReceiver(t, nil)
+	old := w.endpoint(t, rc.URL, "contact.*")
+	path := itemPath("/v1/webhooks", old.ID) + "/rotateSecret"
+	r := w.call(t, "POST", path, `{}`, "Idempotency-Key", "rotate-1")
+	rotated := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body)
+	if rotated.ID != old.ID || !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == old.Secret || rotated.UpdatedAt == old.UpdatedAt {
+		t.Errorf("rotated %+v from %+v; want the endpoint with a new secret and updatedAt", rotated, old)
+	}
+	again := w.call(t, "POST", path, `{}`, "Idempotency-Key", "rotate-1")
+	if kept := strings.Replace(string(r.body), `"secret":"`+rotated.Secret+`"`, `"secret":null`, 1); string(again.body) != kept {
+		t.Errorf("the rotation replayed: %s; want %s", again.body, kept)
+	}
+	if got := decode[endpointBody](t, w.get(t, itemPath("/v1/webhooks", old.ID)).body); got.Secret != "" {
+		t.Errorf("GET the endpoint shows its secret %q", got.Secret)
+	}
+
+	signed := regexp.MustCompile(`^t=([0-9]+),v1=([0-9a-f]{64})(?:,v1=([0-9a-f]{64}))?$`)
+	for i, wantOld := range []bool{true, false} {
+		wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
+		eventually(t, "a delivery", func() bool { return len(rc.hits()) > i })
+		h := rc.hits()[i]
+		sig := h.header.Get("Rolodex-Signature")
+		m := signed.FindStringSubmatch(sig)
+		if m == nil || !verify(rotated.Secret, "t="+m[1]+",v1="+m[2], h.body) || verify(rotated.Secret+"x", sig, h.body) {
+			t.Fatalf("Rolodex-Signature %q: want t= and a first v1= of the new secret", sig)
+		}
+		if gotOld := m[3] != "" && verify(old.Secret, "t="+m[1]+",v1="+m[3], h.body); gotOld != wantOld || verify(old.Secret, sig, h.body) != wantOld {
+			t.Errorf("Rolodex-Signature %q: signed with the old secret too: %v; want %v", sig, gotOld, wantOld)
+		}
+		// 24 hours later, only the new secret signs.
+		if _, err := w.st.db.Exec(`UPDATE webhook_endpoints SET secret_rotated_at = secret_rotated_at - interval '24 hours'
+			WHERE company_id = $1 AND id = $2`, w.c.id, old.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
