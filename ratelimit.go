@@ -1,6 +1,7 @@
 package main
 
 import (
+	"container/list"
 	"fmt"
 	"math"
 	"net/http"
@@ -128,10 +129,10 @@ func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, de
 	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
 }
 
-// maxTrackedAddrs bounds the failure limiter's memory: an address costs it under 90 bytes
+// maxTrackedAddrs bounds the failure limiter's memory: an address costs it about 120 bytes
 // (TestFailureLimiterMemoryIsBounded), so its whole state stays under 8 MiB at any load. Beyond
 // it the least recently failed address is forgotten.
-const maxTrackedAddrs = 65_536
+const maxTrackedAddrs = 50_000
 
 // failureLimiter allows at most max failed authentications per client address in a window that
 // opens at the address's first failure; after max of them the address is refused until the window
@@ -143,18 +144,15 @@ type failureLimiter struct {
 	now       func() time.Time
 
 	mu    sync.Mutex
-	slots map[[16]byte]int32 // an address's index in tracked
-	// tracked[1:] are the addresses, in a circular list linked by index through tracked[0]: its
-	// older is the most recently failed address, its newer the least.
-	tracked []failures
+	addrs map[[16]byte]*list.Element // of *failures, in lru
+	lru   *list.List                 // the most recently failed address first
 }
 
 // failures are an address's failures in its window.
 type failures struct {
-	addr         [16]byte // netip.Addr.As16
-	start        int64    // the window's first failure, in Unix nanoseconds
-	n            int32    // failures in the window
-	newer, older int32    // its neighbours in the list
+	addr  [16]byte // netip.Addr.As16
+	start int64    // the window's first failure, in Unix nanoseconds
+	n     int32    // failures in the window
 }
 
 // newFailureLimiter allows perMinute failures a minute per address; 0 means no limit (nil).
@@ -163,7 +161,7 @@ func newFailureLimiter(perMinute int) *failureLimiter {
 		return nil
 	}
 	return &failureLimiter{max: perMinute, size: maxTrackedAddrs, window: time.Minute, now: time.Now,
-		slots: make(map[[16]byte]int32), tracked: make([]failures, 1)}
+		addrs: make(map[[16]byte]*list.Element), lru: list.New()}
 }
 
 // blocked returns how long a is still refused (0: it is not).
@@ -173,11 +171,11 @@ func (l *failureLimiter) blocked(a netip.Addr) time.Duration {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i, ok := l.slots[a.As16()]
-	if !ok || int(l.tracked[i].n) < l.max {
+	e := l.addrs[a.As16()]
+	if e == nil || int(e.Value.(*failures).n) < l.max {
 		return 0
 	}
-	return max(0, time.Duration(l.tracked[i].start+int64(l.window)-l.now().UnixNano()))
+	return max(0, time.Duration(e.Value.(*failures).start+int64(l.window)-l.now().UnixNano()))
 }
 
 // fail records a failed authentication from a.
@@ -188,48 +186,26 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	now, key := l.now().UnixNano(), a.As16()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	i, ok := l.slots[key]
-	if ok {
-		l.unlink(i)
-	} else {
-		i = int32(len(l.tracked))
-		l.tracked = append(l.tracked, failures{addr: key})
-		l.slots[key] = i
+	e := l.addrs[key]
+	if e == nil {
+		e = l.lru.PushFront(&failures{addr: key})
+		l.addrs[key] = e
 	}
-	f := &l.tracked[i]
-	f.newer, f.older = 0, l.tracked[0].older // at the front
-	l.tracked[f.older].newer, l.tracked[0].older = i, i
+	l.lru.MoveToFront(e)
+	f := e.Value.(*failures)
 	if now-f.start >= int64(l.window) {
 		f.start, f.n = now, 0
 	}
 	f.n = min(f.n+1, int32(l.max))
 	// Forget, least recent first, addresses beyond size and those whose window has ended, but not a.
-	for oldest := l.tracked[0].newer; oldest != l.tracked[0].older; oldest = l.tracked[0].newer {
-		if len(l.tracked)-1 <= l.size && now-l.tracked[oldest].start < int64(l.window) {
+	for b := l.lru.Back(); b != e; b = l.lru.Back() {
+		old := b.Value.(*failures)
+		if l.lru.Len() <= l.size && now-old.start < int64(l.window) {
 			break
 		}
-		l.remove(oldest)
+		delete(l.addrs, old.addr)
+		l.lru.Remove(b)
 	}
-}
-
-// unlink takes tracked[i] out of the list.
-func (l *failureLimiter) unlink(i int32) {
-	f := l.tracked[i]
-	l.tracked[f.newer].older, l.tracked[f.older].newer = f.older, f.newer
-}
-
-// remove forgets tracked[i], an address, and moves the last of tracked to its place.
-func (l *failureLimiter) remove(i int32) {
-	l.unlink(i)
-	delete(l.slots, l.tracked[i].addr)
-	last := int32(len(l.tracked) - 1)
-	if i != last {
-		m := l.tracked[last]
-		l.tracked[i] = m
-		l.tracked[m.newer].older, l.tracked[m.older].newer = i, i
-		l.slots[m.addr] = i
-	}
-	l.tracked = l.tracked[:last]
 }
 
 // clientAddr is the address a request came from: the TCP peer or, while that is one of the trusted

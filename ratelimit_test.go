@@ -211,8 +211,8 @@ func TestFailureLimiterWindow(t *testing.T) {
 	}
 	now = now.Add(2 * time.Minute)
 	l.fail(b)
-	if len(l.tracked)-1 != 1 || len(l.slots) != 1 {
-		t.Errorf("%d addresses tracked; want the stale one dropped", len(l.tracked)-1)
+	if l.lru.Len() != 1 || len(l.addrs) != 1 {
+		t.Errorf("%d addresses tracked; want the stale one dropped", l.lru.Len())
 	}
 	if off := newFailureLimiter(0); off != nil || off.blocked(a) != 0 {
 		t.Error("a limit of 0 made a limiter, or blocks; want none (unlimited)")
@@ -254,8 +254,8 @@ func TestFailureLimiterForgetsTheLeastRecentlyFailedAddress(t *testing.T) {
 				t.Errorf("after %v failed: %v blocked = %v; want %v", addr[step.arrives], a, got, step.blocked[i])
 			}
 		}
-		if len(l.tracked)-1 != 3 || len(l.slots) != 3 {
-			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], len(l.tracked)-1, len(l.slots))
+		if l.lru.Len() != 3 || len(l.addrs) != 3 {
+			t.Errorf("after %v failed: %d addresses tracked (map %d); want the 3 most recent", addr[step.arrives], l.lru.Len(), len(l.addrs))
 		}
 	}
 }
@@ -288,12 +288,12 @@ func TestFailureLimiterMemoryIsBounded(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	used := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("%d addresses tracked in %d bytes, %d an address", len(l.slots), used, used/int64(len(l.slots)))
+	t.Logf("%d addresses tracked in %d bytes, %d an address", len(l.addrs), used, used/int64(len(l.addrs)))
 	if used > 8<<20 {
 		t.Errorf("%d addresses failed: the limiter holds %.1f MiB; want under 8 MiB", n, float64(used)/(1<<20))
 	}
-	if len(l.slots) != maxTrackedAddrs || len(l.tracked)-1 != maxTrackedAddrs {
-		t.Errorf("%d addresses failed: %d tracked (list %d); want the %d most recent", n, len(l.slots), len(l.tracked)-1, maxTrackedAddrs)
+	if len(l.addrs) != maxTrackedAddrs || l.lru.Len() != maxTrackedAddrs {
+		t.Errorf("%d addresses failed: %d tracked (list %d); want the %d most recent", n, len(l.addrs), l.lru.Len(), maxTrackedAddrs)
 	}
 	for _, i := range []int{n - 1, n - maxTrackedAddrs} {
 		if l.blocked(addr(i)) == 0 {
