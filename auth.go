@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,16 +54,26 @@ type authenticator struct {
 	mu    sync.RWMutex
 	cache map[[32]byte]cachedKey
 
-	// known holds the first 8 bytes of the active keys' hashes, as of loaded (refreshed at most once
-	// a keyCacheTTL, with the keys made since), for the requests of addresses over their failure
-	// limit: a key not in it cannot be valid, so a flood of made-up keys from such addresses costs
-	// the database one refresh a keyCacheTTL however many keys it sends, and a valid key is still
-	// served (one made within the last keyCacheTTL, on any server, once the next refresh knows it:
-	// the time a revocation takes to reach every server).
-	knownMu sync.Mutex
-	known   map[uint64]bool
-	loaded  time.Time
+	// known holds the first 8 bytes of the active keys' hashes, for the requests of addresses over
+	// their failure limit: a key not in it cannot be valid. Such a request waits for a refresh of
+	// known (the keys made since the last one, on any server) that begins after it asked, and the
+	// requests waiting share it: refreshes take turns, at least knownRefresh apart, and one a
+	// keyCacheTTL makes known anew, so no revoked or expired key stays in it. So a flood of
+	// made-up keys costs the database one small query a knownRefresh however many keys it sends,
+	// and a key made or rolled a moment ago on any server is served at once, after a wait of at most
+	// knownRefresh and a query. (A budget of look-ups a second would cost as little, but refuse a
+	// new key while a flood spends it.)
+	knownMu   sync.RWMutex
+	known     map[uint64]bool
+	refreshMu sync.Mutex   // held by a refresh, and by a request waiting to start one
+	begun     atomic.Int64 // refreshes begun
+	fresh     int64        // the number of the last refresh that succeeded (refreshMu)
+	loaded    time.Time    // when it began (refreshMu)
+	rebuilt   time.Time    // when the last refresh that made known anew began (refreshMu)
 }
+
+// knownRefresh is the least time between two refreshes of the known keys.
+const knownRefresh = 200 * time.Millisecond
 
 type cachedKey struct {
 	t       tenant
@@ -113,25 +124,54 @@ func (a *authenticator) resolve(ctx context.Context, key string, limited bool) (
 	return t, nil
 }
 
-// mayBeValid reports whether hash is one of an active key's, as far as known knows.
+// mayBeValid reports whether hash is one of an active key's, as far as known knows after a
+// refresh that began after the call (see known).
 func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, error) {
-	a.knownMu.Lock()
-	defer a.knownMu.Unlock()
-	if now := a.now(); now.Sub(a.loaded) > keyCacheTTL {
-		since := time.Unix(0, 0) // the first time, every key
-		if !a.loaded.IsZero() {
-			since = a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
-		}
-		hashes, err := a.st.activeKeyHashes(ctx, since)
-		if err != nil {
-			return false, err
-		}
-		for _, h := range hashes {
-			a.known[binary.BigEndian.Uint64(h)] = true
-		}
-		a.loaded = now
+	h := binary.BigEndian.Uint64(hash[:8])
+	asked := a.begun.Load()
+	if a.isKnown(h) {
+		return true, nil
 	}
-	return a.known[binary.BigEndian.Uint64(hash[:8])], nil
+	a.refreshMu.Lock()
+	defer a.refreshMu.Unlock()
+	if a.fresh > asked { // a refresh began since, and did not find it
+		return a.isKnown(h), nil
+	}
+	if wait := knownRefresh - a.now().Sub(a.loaded); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	n, began := a.begun.Add(1), a.now()
+	since := a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
+	anew := began.Sub(a.rebuilt) > keyCacheTTL
+	if anew {
+		since = time.Time{} // every active key
+	}
+	hashes, err := a.st.activeKeyHashes(ctx, since)
+	if err != nil {
+		return false, err
+	}
+	a.knownMu.Lock()
+	if anew {
+		a.known = make(map[uint64]bool, len(hashes))
+		a.rebuilt = began
+	}
+	for _, h := range hashes {
+		a.known[binary.BigEndian.Uint64(h)] = true
+	}
+	a.knownMu.Unlock()
+	a.fresh, a.loaded = n, began
+	return a.isKnown(h), nil
+}
+
+// isKnown reports whether known holds h.
+func (a *authenticator) isKnown(h uint64) bool {
+	a.knownMu.RLock()
+	defer a.knownMu.RUnlock()
+	return a.known[h]
 }
 
 // forget drops a key from the cache, so that this server looks it up again at its next use: a key

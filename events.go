@@ -34,6 +34,38 @@ var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted
 	"business.created", "business.updated", "business.deleted",
 	"organization.created", "organization.updated", "organization.deleted"}
 
+// eventFamilies are the families of events, each with the scope that reads its resource: a key sees
+// only the events of the families it reads, and an endpoint is sent only those of the families that
+// the key which last wrote it read (webhooks.go).
+var eventFamilies = []struct{ name, scope string }{
+	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"}}
+
+// readableFamilies returns the names of the families of events that scopes read.
+func readableFamilies(scopes []string) []string {
+	names := make([]string, 0, len(eventFamilies))
+	for _, f := range eventFamilies {
+		if covers(scopes, f.scope) {
+			names = append(names, f.name)
+		}
+	}
+	return names
+}
+
+// eventScopeError returns a 403 unless scopes read the events of every filter: an event type, a
+// family ("contact.*"), or "*" (every family).
+func eventScopeError(scopes, filters []string) *apiError {
+	for _, v := range filters {
+		for _, f := range eventFamilies {
+			if v == "*" || strings.HasPrefix(v, f.name+".") {
+				if aerr := scopeError(scopes, f.scope); aerr != nil {
+					return aerr
+				}
+			}
+		}
+	}
+	return nil
+}
+
 type event struct {
 	ID        int64
 	xid       int64
@@ -78,7 +110,8 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 // recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
 // the API returns it, and for an update (was, the object before it: else nil) the old values of
 // the fields it changed. The same statement writes its deliveries (webhooks.go): one to each enabled
-// webhook endpoint of the company whose events name its type, its family ("contact.*") or "*".
+// webhook endpoint of the company whose events name its type, its family ("contact.*") or "*",
+// and whose families have it.
 func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, object, was []byte) {
 	var previous pgtype.Text
 	if was != nil {
@@ -89,7 +122,8 @@ func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, objec
 			RETURNING company_id, id, type)
 		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
-			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']`,
+			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
+			AND split_part(e.type, '.', 1) = ANY(w.families)`,
 		companyID, typ, requestInfo(ctx).id, string(object), previous)
 }
 
@@ -129,7 +163,7 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 			writeProblem(w, r, aerr)
 			return
 		}
-		if aerr := lq.whereTypes(q["type"]); aerr != nil {
+		if aerr := lq.whereTypes(q["type"], t.scopes); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
@@ -182,8 +216,10 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 	})
 }
 
-// whereTypes adds the type filter: each value an event type or a family ("contact.*").
-func (lq *listQuery) whereTypes(values []string) *apiError {
+// whereTypes adds the type filter: each value an event type or a family ("contact.*") that scopes
+// read (else 403). Without one, a key that does not read every family is shown the events of those
+// it reads (of none: no events), and its cursors are bound to them like a filter's.
+func (lq *listQuery) whereTypes(values, scopes []string) *apiError {
 	var types []string
 	for _, v := range values {
 		family, isFamily := strings.CutSuffix(v, ".*")
@@ -198,12 +234,48 @@ func (lq *listQuery) whereTypes(values []string) *apiError {
 				v, strings.Join(eventTypes, ", ")))
 		}
 	}
+	if aerr := eventScopeError(scopes, values); aerr != nil {
+		return aerr
+	}
+	if families := readableFamilies(scopes); values == nil && len(families) < len(eventFamilies) {
+		types = make([]string, 0)
+		for _, et := range eventTypes {
+			if family, _, _ := strings.Cut(et, "."); slices.Contains(families, family) {
+				types = append(types, et)
+			}
+		}
+		lq.binding += "families=" + strconv.Quote(strings.Join(families, ",")) + "\n"
+	}
 	if types != nil {
-		slices.Sort(values)
 		lq.where("type = ANY(%s::text[])", types)
+	}
+	if values != nil {
+		slices.Sort(values)
 		lq.binding += "type=" + strconv.Quote(strings.Join(values, ",")) + "\n"
 	}
 	return nil
+}
+
+// handleEventGet answers GET /v1/events/{id}: the event, or 404 when it is of a family the key does
+// not read, as when it does not exist.
+func handleEventGet(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		id, _, aerr := objectRequest(r, events)
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		e, _, err := getObject[event](r.Context(), st.read, events, t.companyID, id, nil)
+		if err == nil && eventScopeError(t.scopes, []string{e.Type}) != nil {
+			err = errNotFound
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, r, http.StatusOK, append(e.appendJSON(nil), '\n'))
+	})
 }
 
 // feedPos is a position in the feed: after the event (xid, id), created at createdAt (Unix ms).

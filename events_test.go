@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -182,6 +183,55 @@ func TestEventsFeedFiltersPagesAndRefusesBadInput(t *testing.T) {
 		if r.status != http.StatusBadRequest {
 			t.Errorf("%s: GET /v1/events?%s = %d %s; want 400", what, query, r.status, r.body)
 		}
+	}
+}
+
+// events:read shows only the events of resources the key can also read: in the feed, by id, and in
+// what its cursors lead to.
+func TestEventsShowOnlyWhatTheKeyCanRead(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	create(t, c.key, "/v1/contacts", `{"name": "Ana"}`)
+	create(t, c.key, "/v1/business", `{"title": "Deal"}`)
+	create(t, c.key, "/v1/organizations", `{"name": "Acme"}`)
+	all, _ := waitFeed(t, c.key, "", "", 3)
+	contacts := *makeKey(t, c.key, "events:read", "contacts:read").Key
+	others := *makeKey(t, c.key, "events:read", "business:write", "organizations:read").Key
+	none := *makeKey(t, c.key, "events:read", "keys:read").Key
+	for _, tc := range []struct {
+		reads, key string
+		want       []string
+	}{{"contacts", contacts, []string{"contact.created"}}, {"business and organizations", others, []string{"business.created", "organization.created"}}, {"nothing", none, nil}} {
+		got, _ := walkFeed(t, tc.key, "", "")
+		if diff := cmp.Diff(tc.want, typesOf(got)); diff != "" {
+			t.Errorf("the feed of a key that reads %s (-want +got):\n%s", tc.reads, diff)
+		}
+		for _, e := range all {
+			r := call(t, "GET", fmt.Sprintf("/v1/events/%d", e.ID), tc.key, "")
+			if readable := slices.Contains(tc.want, e.Type); readable && r.status != http.StatusOK || !readable && r.status != http.StatusNotFound {
+				t.Errorf("GET the %s event with a key that reads %s = %d; want 200 if it reads it, else 404", e.Type, tc.reads, r.status)
+			}
+		}
+	}
+	if got, _ := walkFeed(t, contacts, "", "type=contact.created"); !slices.Equal(typesOf(got), []string{"contact.created"}) {
+		t.Errorf("type=contact.created: %v", typesOf(got))
+	}
+	for _, query := range []string{"type=business.*", "type=contact.*&type=organization.created"} {
+		p := wantProblem(t, call(t, "GET", "/v1/events?"+query, contacts, ""), http.StatusForbidden, "insufficient_scope")
+		if !strings.Contains(p.Detail, "s:read") {
+			t.Errorf("GET /v1/events?%s: detail %q; want it to name the read scope", query, p.Detail)
+		}
+	}
+	// A cursor is bound to the families its key reads: another key's is none of this feed.
+	_, mine := walkFeed(t, contacts, "", "")
+	_, whole := walkFeed(t, c.key, "", "")
+	for _, tc := range []struct{ key, cursor string }{{c.key, mine}, {contacts, whole}, {others, mine}} {
+		r := call(t, "GET", "/v1/events?cursor="+url.QueryEscape(tc.cursor), tc.key, "")
+		wantProblem(t, r, http.StatusBadRequest, "invalid_parameter")
+	}
+	same := *makeKey(t, c.key, "events:read", "contacts:write").Key
+	if got, _ := walkFeed(t, same, mine, ""); len(got) != 0 {
+		t.Errorf("a key reading the same families resumed a cursor at the end and read %v", typesOf(got))
 	}
 }
 

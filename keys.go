@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -32,6 +33,11 @@ var scopeResources = []string{"contacts", "business", "organizations", "referenc
 // maxKeyLifetime is how long a rolled key may live on after its replacement is made.
 const maxKeyLifetime = 7 * 24 * time.Hour
 
+// maxActiveKeys is how many keys a company may have that are neither revoked nor expired.
+const maxActiveKeys = 100
+
+var errKeyLimit = fmt.Errorf("a company may have at most %d active API keys", maxActiveKeys)
+
 // covers reports whether scopes grant need: need itself, the write scope of its resource, or "*".
 func covers(scopes []string, need string) bool {
 	resource, _, _ := strings.Cut(need, ":")
@@ -58,21 +64,40 @@ func withScope(scope string, next http.Handler) http.Handler {
 
 // needScope returns a 403 naming scope unless the request's key has it.
 func needScope(r *http.Request, scope string) *apiError {
-	if covers(tenantOf(r).scopes, scope) {
+	return scopeError(tenantOf(r).scopes, scope)
+}
+
+// scopeError returns a 403 naming scope unless scopes cover it.
+func scopeError(scopes []string, scope string) *apiError {
+	if covers(scopes, scope) {
 		return nil
 	}
 	return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
 		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
-// grantable returns a 403 unless have, the scopes of a key, cover every scope of scopes: no key makes
-// a key with more than it has.
-func grantable(have, scopes []string) *apiError {
+// grantable returns a 403 unless caller's scopes cover every scope of scopes: no key makes, rolls or
+// revokes a key with more than it has (a * key only a * key).
+func grantable(caller tenant, scopes []string) error {
 	for _, s := range scopes {
-		if !covers(have, s) {
-			return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
-				Detail: fmt.Sprintf("This API key cannot give a key the scope %s, which it does not have.", s)}
+		if aerr := scopeError(caller.scopes, s); aerr != nil {
+			aerr.Detail = fmt.Sprintf("This API key cannot make, roll or revoke a key with the scope %s, which it does not have.", s)
+			return aerr
 		}
+	}
+	return nil
+}
+
+// keyRulesError returns why caller may not make a key with scopes that expires at expires (a roll:
+// the old key's), else nil: a 403 unless grantable, a 422 on expiresAt when caller expires and the
+// key would outlive it. No key makes a way up.
+func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) error {
+	if err := grantable(caller, scopes); err != nil {
+		return err
+	}
+	if !caller.expiresAt.IsZero() && (!expires.Valid || expires.Time.After(caller.expiresAt)) {
+		return fieldErrors{{Field: "expiresAt", Message: "must be no later than the expiry of the key that makes it, " +
+			string(appendTime(nil, caller.expiresAt))}}
 	}
 	return nil
 }
@@ -154,17 +179,27 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 }
 
 // insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
-// which is kept nowhere else. A user the company does not have is a fieldError.
+// which is kept nowhere else. A user the company does not have is a fieldError; a company with
+// maxActiveKeys active keys already is errKeyLimit.
 func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
 	key := newAPIKey()
 	hash := hashKey(key)
 	k.Prefix = key[:keyPrefixLen]
+	// The company's new keys take turns, as its new webhook endpoints do (createWebhook).
+	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
 		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
+			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL
+				AND (expires_at IS NULL OR expires_at > now())) < $8
 		RETURNING id, created_at`
-	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt},
+	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
 		&k.ID, &k.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) { // no such user, or the limit: which?
+		var user bool
+		const exists = `SELECT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $2)`
+		if err := tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user); err != nil || user {
+			return k, "", cmp.Or(err, errKeyLimit)
+		}
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
 	}
 	if err != nil {
@@ -191,8 +226,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 		if wr == nil {
 			return
 		}
-		if aerr := grantable(t.scopes, k.Scopes); aerr != nil {
-			writeProblem(w, r, aerr)
+		if err := keyRulesError(t, k.Scopes, k.ExpiresAt); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
@@ -202,8 +237,9 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	})
 }
 
-// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes and user
-// (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
+// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes, user and
+// expiry (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends
+// now).
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -224,32 +260,34 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 	})
 }
 
-// rollKey makes, in tx, a new key with the name, scopes and user of the company's active key id,
-// which the tenant's key must cover, and has the old key end expiresIn seconds from now, or sooner
-// if it was to anyway. It returns the new key's object, the key itself, and the old key's hash.
+// rollKey makes, in tx, a new key with the name, scopes, user and expiry of the company's active key
+// id, which the tenant's key must cover (keyRulesError), and has the old key end expiresIn seconds
+// from now, or sooner if it was to anyway. It returns the new key's object, the key itself, and the old key's hash.
 // Round trips: the UPDATE of the old key (with BEGIN), the INSERT of the new one.
 func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey, string, []byte, error) {
-	const q = `UPDATE api_keys SET expires_at = least(expires_at, now() + $3 * interval '1 second')
-		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		RETURNING name, scopes, user_id, hash`
+	// o is the old key as it was: the new one keeps its expiry (keyRulesError).
+	const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
+		FROM api_keys o WHERE a.company_id = $1 AND a.id = $2 AND o.company_id = a.company_id AND o.id = a.id
+			AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
+		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 	var old apiKey
 	var hash []byte
-	err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash)
+	err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return old, "", nil, errNotFound
 	case err != nil:
 		return old, "", nil, fmt.Errorf("roll key %d: %w", id, err)
 	}
-	if aerr := grantable(t.scopes, old.Scopes); aerr != nil {
-		return old, "", nil, aerr
+	if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
+		return old, "", nil, err
 	}
-	k, key, err := insertAPIKey(ctx, tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID})
+	k, key, err := insertAPIKey(ctx, tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID, ExpiresAt: old.ExpiresAt})
 	return k, key, hash, err
 }
 
 // handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
-// within keyCacheTTL on every other server.
+// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403.
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -269,14 +307,19 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 	})
 }
 
-// revokeKey revokes the company's active key id in tx, and returns its hash.
+// revokeKey revokes the company's active key id in tx, and returns its hash. A key with scopes
+// beyond the tenant's is a 403, and stays (grantable).
 func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) {
 	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash`
+		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
 	var hash []byte
-	err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash)
+	var scopes commaList
+	err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNotFound
+	}
+	if err == nil {
+		err = grantable(t, scopes) // a refusal rolls the revocation back
 	}
 	return hash, err
 }
@@ -394,9 +437,10 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	})
 }
 
-// activeKeyHashes returns the hashes of the active keys made since since.
+// activeKeyHashes returns the hashes of the keys neither revoked nor expired made since since.
 func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND created_at >= $1`, since)
+	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+		AND created_at >= $1`, since)
 	if err != nil {
 		return nil, fmt.Errorf("active key hashes: %w", err)
 	}

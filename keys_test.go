@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,6 +100,24 @@ func TestKeysNeverGrantMoreThanTheirOwnScopes(t *testing.T) {
 	}
 }
 
+// No way up: a key revokes only keys whose scopes lie within its own; a * key only a * key.
+func TestKeysRevokeOnlyKeysWithinTheirOwnScopes(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	limited := makeKey(t, c.key, "contacts:write", "keys:write")
+	wide := makeKey(t, c.key, "*")
+	for _, k := range []newKey{wide, makeKey(t, c.key, "business:read"), makeKey(t, c.key, "contacts:read", "webhooks:read")} {
+		path := itemPath("/v1/apiKeys", k.ID)
+		wantProblem(t, call(t, "DELETE", path, *limited.Key, ""), http.StatusForbidden, "insufficient_scope")
+		mustGet(t, c.key, path) // the refused revocation changed nothing
+	}
+	wantStatus(t, call(t, "GET", "/v1/contacts", *wide.Key, ""), http.StatusOK)
+	for _, k := range []newKey{makeKey(t, c.key, "contacts:read"), makeKey(t, c.key, "contacts:write", "keys:read"), limited} {
+		wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", k.ID), *limited.Key, ""), http.StatusNoContent)
+	}
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", wide.ID), c.key, ""), http.StatusNoContent)
+}
+
 func TestKeyBadInputIs422(t *testing.T) {
 	t.Parallel()
 	c, other := newTestCompany(t), newTestCompany(t)
@@ -155,6 +174,36 @@ func TestKeysExpireAndRoll(t *testing.T) {
 	}
 }
 
+// No way up: a key that expires makes and rolls only keys that expire no later than it does, and a
+// roll keeps the old key's expiresAt, whoever rolls it.
+func TestExpiringKeysMakeOnlyKeysThatExpireNoLater(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	in := func(d time.Duration) string { return `"` + time.Now().Add(d).UTC().Format(time.RFC3339) + `"` }
+	body := func(expiresAt string) string {
+		return `{"scopes": ["contacts:read", "keys:write"], "expiresAt": ` + expiresAt + `}`
+	}
+	r := call(t, "POST", "/v1/apiKeys", c.key, body(in(time.Hour)))
+	expiring := decode[newKey](t, wantStatus(t, r, http.StatusCreated).body)
+	for _, b := range []string{body("null"), body(in(2 * time.Hour)), `{"scopes": ["contacts:read"]}`} {
+		wantFields(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, b), "expiresAt")
+	}
+	wantStatus(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, body(`"`+*expiring.ExpiresAt+`"`)), http.StatusCreated)
+	sooner := decode[newKey](t, wantStatus(t, call(t, "POST", "/v1/apiKeys", *expiring.Key, body(in(30*time.Minute))), http.StatusCreated).body)
+
+	// Nor roll a key that never expires into a new one.
+	forever := makeKey(t, c.key, "contacts:read")
+	wantFields(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", forever.ID), *expiring.Key, `{}`), "expiresAt")
+	wantStatus(t, call(t, "GET", "/v1/contacts", *forever.Key, ""), http.StatusOK) // the refused roll changed nothing
+	rolled := decode[newKey](t, wantStatus(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", sooner.ID), *expiring.Key, `{}`), http.StatusCreated).body)
+	again := decode[newKey](t, wantStatus(t, call(t, "POST", fmt.Sprintf("/v1/apiKeys/%d/roll", rolled.ID), c.key, `{}`), http.StatusCreated).body)
+	for _, k := range []newKey{rolled, again} {
+		if k.ExpiresAt == nil || *k.ExpiresAt != *sooner.ExpiresAt {
+			t.Errorf("rolled key %+v; want the old key's expiresAt %s", k, *sooner.ExpiresAt)
+		}
+	}
+}
+
 func TestRevocationReachesAnotherServerWithin10Seconds(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
@@ -202,7 +251,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 		VALUES ($1, 'http://127.0.0.1:9/never', '{*}', 'whsec_test', false) RETURNING id`, c.id)
 	delivery := sqlID(t, `INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type, status)
 		VALUES ($1, $2, $3, 'contact.created', 'failed') RETURNING id`, c.id, hook, evs[0].ID)
-	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry"} {
+	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry", "/v1/webhooks/{id}/rotateSecret"} {
 		ids[p] = hook
 	}
 	tested := 0
@@ -321,5 +370,118 @@ func TestKeyCommandsCreateListAndRevoke(t *testing.T) {
 	wantProblem(t, callAt(t, nil, base, "GET", "/v1/contacts/count", key, ""), http.StatusUnauthorized, "unauthorized")
 	if _, err := runCLI(t, "key", "revoke", key[:12]); err == nil {
 		t.Error("revoking the key again: no error; want one")
+	}
+}
+
+// A company has at most 100 active keys, however they are made; revoked and expired keys, and a key
+// rolled at once, leave room. Creates take turns, so that two at once cannot both pass the limit.
+func TestKeysAreAtMost100ActivePerCompany(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for range 97 {
+		addKey(t, c.id, 0) // through `rolodex key create`'s function
+	}
+	last, spare := makeKey(t, c.key, "contacts:read"), makeKey(t, c.key, "contacts:read")
+	roll := fmt.Sprintf("/v1/apiKeys/%d/roll", last.ID)
+	wantProblem(t, call(t, "POST", "/v1/apiKeys", c.key, `{"scopes": ["*"]}`), http.StatusUnprocessableEntity, "key_limit")
+	wantProblem(t, call(t, "POST", roll, c.key, `{"expiresIn": 60}`), http.StatusUnprocessableEntity, "key_limit")
+	if out, err := runCLI(t, "key", "create", "-company", strconv.FormatInt(c.id, 10)); err == nil || !strings.Contains(err.Error(), "100") {
+		t.Errorf("key create past the limit = %q, %v; want an error naming it", out, err)
+	}
+	wantStatus(t, call(t, "POST", roll, c.key, `{}`), http.StatusCreated)
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/apiKeys", spare.ID), c.key, ""), http.StatusNoContent)
+	expired := makeKey(t, c.key, "contacts:read")
+	if _, err := testEnv.st.db.Exec(`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE company_id = $1 AND id = $2`,
+		c.id, expired.ID); err != nil {
+		t.Fatal(err)
+	}
+	// With room for one, a create waits for another's transaction, and then finds no room.
+	ctx := context.Background()
+	held, release, done := make(chan int, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- testEnv.st.write(ctx, func(tx *tx) error {
+			_, _, err := insertAPIKey(ctx, tx, c.id, apiKey{Scopes: []string{"contacts:read"}, UserID: c.userID})
+			var pid int
+			if err == nil {
+				err = tx.queryRow(ctx, `SELECT pg_backend_pid()`, nil, &pid)
+			}
+			held <- pid
+			<-release
+			return err
+		})
+	}()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+			<-done
+		}
+	}()
+	pid := <-held
+	answered := make(chan response, 1)
+	go func() {
+		r, err := send(nil, testEnv.baseURL, "POST", "/v1/apiKeys", c.key, `{"scopes": ["contacts:read"]}`)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	var r *response
+	for r == nil && sqlID(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid) == 0 {
+		select {
+		case a := <-answered:
+			r = &a // made without waiting for the other
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	released = true
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r == nil {
+		a := <-answered
+		r = &a
+	}
+	wantProblem(t, *r, http.StatusUnprocessableEntity, "key_limit")
+	if n := sqlID(t, `SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`, c.id); n != 100 {
+		t.Errorf("%d active keys; want 100", n)
+	}
+}
+
+// No server's memory grows with keys revoked or expired: the keys an authenticator knows for
+// limited addresses are made anew from the active ones.
+func TestAuthenticatorForgetsRevokedAndExpiredKeys(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ctx := context.Background()
+	revoked, expired, active := addKey(t, c.id, 0), addKey(t, c.id, 0), addKey(t, c.id, 0)
+	now := time.Now()
+	a := newAuthenticator(testEnv.st)
+	a.now = func() time.Time { return now }
+	known := func(key string) bool {
+		ok, err := a.mayBeValid(ctx, hashKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !known(revoked) || !known(expired) || !known(active) {
+		t.Fatal("three active keys: not all known")
+	}
+	if err := testEnv.st.revokeAPIKey(ctx, revoked); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testEnv.st.db.Exec(`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE company_id = $1 AND prefix = $2`,
+		c.id, expired[:keyPrefixLen]); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(keyCacheTTL + time.Second)
+	if known(newAPIKey()) { // a key it does not know: a refresh, which makes known anew
+		t.Fatal("a made-up key is known")
+	}
+	has := func(key string) bool { h := hashKey(key); return a.isKnown(binary.BigEndian.Uint64(h[:8])) }
+	if has(revoked) || has(expired) || !has(active) {
+		t.Errorf("after a refresh, known: revoked %v, expired %v, active %v; want only the active key", has(revoked), has(expired), has(active))
 	}
 }

@@ -377,7 +377,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("GET /v1/countries", "reference:read", handleList[country](st, countries, log))
 
 	v1("GET /v1/events", "events:read", handleEvents(st, lim.eventRetention, log))
-	v1("GET /v1/events/{id}", "events:read", handleGet[event](st, events, log))
+	v1("GET /v1/events/{id}", "events:read", handleEventGet(st, log))
 
 	v1("GET /v1/apiKeys", "keys:read", handleList[apiKey](st, apiKeys, log))
 	v1("GET /v1/apiKeys/{id}", "keys:read", handleGet[apiKey](st, apiKeys, log))
@@ -392,6 +392,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("DELETE /v1/webhooks/{id}", "webhooks:write", handleDelete[webhookEndpoint](st, webhooks, log))
 	v1("GET /v1/webhooks/{id}/deliveries", "webhooks:read", handleList[delivery](st, deliveries, log))
 	v1("POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "webhooks:write", handleWebhookRetry(st, log))
+	v1("POST /v1/webhooks/{id}/rotateSecret", "webhooks:write", handleWebhookRotate(st, log))
 
 	mux.Handle("/", handleNoRoute(mux))
 }
@@ -449,14 +450,18 @@ func handleNoRoute(mux *http.ServeMux) http.Handler {
 			}
 		}
 		if len(allow) == 0 {
-			writeProblem(w, r, &apiError{Status: http.StatusNotFound, Code: "not_found",
-				Detail: fmt.Sprintf("No such path: %s.", r.URL.Path)})
+			writeProblem(w, r, errNoRoute(r))
 			return
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeProblem(w, r, &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 			Detail: fmt.Sprintf("%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", "))})
 	})
+}
+
+// errNoRoute is the 404 of a path no route serves.
+func errNoRoute(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("No such path: %s.", r.URL.Path)}
 }
 
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

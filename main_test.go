@@ -3,6 +3,7 @@ package main
 // Tests of main.go: the commands, health and readiness, routing, and the server's lifecycle.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -74,6 +76,37 @@ func TestUnknownPathsAre404AndWrongMethods405(t *testing.T) {
 			t.Errorf("%s %s: Allow = %q; want %q", tt.method, tt.path, got, tt.allow)
 		}
 	}
+}
+
+// A path the mux would clean is 404 with a problem body, not the mux's redirect with an HTML one.
+// Go's client cleans paths, so each is sent as written over a connection of its own.
+func TestUncleanPathsAre404NotRedirects(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	u, _ := url.Parse(testEnv.baseURL)
+	for _, path := range []string{"//v1/contacts", "/./v1/contacts", "/v1//contacts", "/v1/./contacts",
+		"/v1/x/../contacts", "/v1/contacts/.", "/v1/contacts//", "//"} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\nConnection: close\r\n\r\n", path, u.Host, c.key)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		conn.Close()
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		if resp.Header.Get("Location") != "" {
+			t.Errorf("GET %s: Location %q; want none", path, resp.Header.Get("Location"))
+		}
+		wantProblem(t, response{method: "GET", path: path, status: resp.StatusCode, header: resp.Header, body: body}, http.StatusNotFound, "not_found")
+	}
+	// A trailing slash is clean: the path is just unknown.
+	wantProblem(t, call(t, "GET", "/v1/contacts/", c.key, ""), http.StatusNotFound, "not_found")
 }
 
 // runCLI runs the rolodex command line with args against the suite's database.

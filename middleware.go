@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -135,12 +136,24 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, ne
 	})
 }
 
-// withPattern records the route pattern the mux chose, for the access log.
+// withPattern records the route pattern the mux chose, for the access log. A path the mux would
+// redirect to its cleaned form (//v1/contacts, /./v1/contacts) is no route: 404, not the mux's
+// redirect with an HTML body.
 func withPattern(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isCleanPath(r.URL.EscapedPath()) {
+			writeProblem(w, r, errNoRoute(r))
+			return
+		}
 		defer func() { requestInfo(r.Context()).pattern = r.Pattern }() // also when the handler panics
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// isCleanPath reports whether the mux serves p as it is: p is path.Clean's, but for a trailing slash.
+func isCleanPath(p string) bool {
+	c := path.Clean(p)
+	return p == c || p == c+"/" && c != "/"
 }
 
 // maxQueryBytes bounds the query string. The longest one a client can mean (every filter with 100

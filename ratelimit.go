@@ -129,26 +129,30 @@ func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, de
 	writeProblem(w, r, &apiError{Status: http.StatusTooManyRequests, Code: "rate_limited", Detail: detail})
 }
 
-// maxTrackedAddrs bounds the failure limiter's memory; beyond it the least recently failed address
-// is forgotten.
-const maxTrackedAddrs = 100_000
+// maxTrackedAddrs bounds the failure limiter's memory: an address costs it about 120 bytes
+// (TestFailureLimiterMemoryIsBounded), so its whole state stays under 8 MiB at any load. Beyond
+// it the least recently failed address is forgotten.
+const maxTrackedAddrs = 50_000
 
-// failureLimiter allows at most max failed authentications per client address in any window: it
-// keeps the times of each address's last max failures, the most recently failed address first.
+// failureLimiter allows at most max failed authentications per client address in a window that
+// opens at the address's first failure; after max of them the address is refused until the window
+// ends. (Across the end of a window an address may fail up to 2×max times in a short while, as with
+// any fixed-size counter: in exchange an address costs a few bytes, not max timestamps.)
 type failureLimiter struct {
 	max, size int
 	window    time.Duration
 	now       func() time.Time
 
 	mu    sync.Mutex
-	addrs map[netip.Addr]*list.Element // of *failures, in lru
-	lru   *list.List
+	addrs map[[16]byte]*list.Element // of *failures, in lru
+	lru   *list.List                 // the most recently failed address first
 }
 
-// failures are an address's last failure times, oldest first.
+// failures are an address's failures in its window.
 type failures struct {
-	addr  netip.Addr
-	times []time.Time
+	addr  [16]byte // netip.Addr.As16
+	start int64    // the window's first failure, in Unix nanoseconds
+	n     int32    // failures in the window
 }
 
 // newFailureLimiter allows perMinute failures a minute per address; 0 means no limit (nil).
@@ -157,7 +161,7 @@ func newFailureLimiter(perMinute int) *failureLimiter {
 		return nil
 	}
 	return &failureLimiter{max: perMinute, size: maxTrackedAddrs, window: time.Minute, now: time.Now,
-		addrs: make(map[netip.Addr]*list.Element), lru: list.New()}
+		addrs: make(map[[16]byte]*list.Element), lru: list.New()}
 }
 
 // blocked returns how long a is still refused (0: it is not).
@@ -167,11 +171,11 @@ func (l *failureLimiter) blocked(a netip.Addr) time.Duration {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.addrs[a]
-	if e == nil || len(e.Value.(*failures).times) < l.max {
+	e := l.addrs[a.As16()]
+	if e == nil || int(e.Value.(*failures).n) < l.max {
 		return 0
 	}
-	return max(0, l.window-l.now().Sub(e.Value.(*failures).times[0]))
+	return max(0, time.Duration(e.Value.(*failures).start+int64(l.window)-l.now().UnixNano()))
 }
 
 // fail records a failed authentication from a.
@@ -179,23 +183,24 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	if l == nil {
 		return
 	}
-	now := l.now()
+	now, key := l.now().UnixNano(), a.As16()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.addrs[a]
+	e := l.addrs[key]
 	if e == nil {
-		e = l.lru.PushFront(&failures{addr: a})
-		l.addrs[a] = e
+		e = l.lru.PushFront(&failures{addr: key})
+		l.addrs[key] = e
 	}
 	l.lru.MoveToFront(e)
 	f := e.Value.(*failures)
-	if f.times = append(f.times, now); len(f.times) > l.max {
-		f.times = append(f.times[:0], f.times[1:]...)
+	if now-f.start >= int64(l.window) {
+		f.start, f.n = now, 0
 	}
-	// Forget, least recent first, addresses beyond size and those whose last failure left the window.
+	f.n = min(f.n+1, int32(l.max))
+	// Forget, least recent first, addresses beyond size and those whose window has ended, but not a.
 	for b := l.lru.Back(); b != e; b = l.lru.Back() {
 		old := b.Value.(*failures)
-		if l.lru.Len() <= l.size && now.Sub(old.times[len(old.times)-1]) <= l.window {
+		if l.lru.Len() <= l.size && now-old.start < int64(l.window) {
 			break
 		}
 		delete(l.addrs, old.addr)

@@ -52,6 +52,7 @@ const (
 	webhookGiveUp         = 72 * time.Hour   // 3 days: a delivery fails once its next attempt would be later
 	maxWebhookBackoff     = 6 * time.Hour    // the longest wait between two attempts
 	webhookLease          = 30 * time.Second // how long a delivery being sent is left to its server
+	secretOverlap         = 24 * time.Hour   // how long a rotated secret signs beside its replacement
 	webhookPoll           = 250 * time.Millisecond
 	webhookEndpointSlots  = 4 // deliveries a server sends to one endpoint at once
 	defaultWebhookSlots   = 32
@@ -75,8 +76,9 @@ type webhookEndpoint struct {
 	Events         eventFilters
 	Description    pgtype.Text
 	Enabled        bool
-	DisabledReason pgtype.Text // why the server disabled it
-	Secret         string      // set only in the answer to its creation
+	DisabledReason pgtype.Text  // why the server disabled it
+	families       []string     // of events it is sent: those the key that last wrote it reads
+	Secret         *pgtype.Text // set only in the answers that make one (secretAnswer)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
@@ -94,8 +96,8 @@ func (e *webhookEndpoint) scanDest() []any {
 func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	kv := []any{"id", &e.ID, "url", &e.URL, "events", &e.Events, "description", &e.Description,
 		"enabled", &e.Enabled, "disabledReason", &e.DisabledReason}
-	if e.Secret != "" {
-		kv = append(kv, "secret", &e.Secret)
+	if e.Secret != nil {
+		kv = append(kv, "secret", e.Secret)
 	}
 	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
@@ -115,7 +117,8 @@ var webhooks = &resource{path: "/v1/webhooks", table: "webhook_endpoints", lists
 		created_at, updated_at FROM webhook_endpoints WHERE company_id = $1`}
 
 // webhookURL sets an endpoint URL: absolute http(s), at most maxWebhookURLLen characters, without
-// credentials. Where its host leads is checkWebhookHost's question.
+// credentials, with a port (if any) from 1 to 65535. Where its host leads is checkWebhookHost's
+// question.
 func webhookURL(p *string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
@@ -128,8 +131,14 @@ func webhookURL(p *string) func(json.RawMessage) string {
 		if msg := checkHTTPURL(s); msg != "" {
 			return msg
 		}
-		if u, _ := url.Parse(s); u.User != nil {
+		u, _ := url.Parse(s)
+		if u.User != nil {
 			return "must not hold credentials (user:password@)"
+		}
+		if p := u.Port(); p != "" { // url.Parse took only digits
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				return "must have a port from 1 to 65535"
+			}
 		}
 		*p = s
 		return ""
@@ -159,35 +168,70 @@ func eventFilterList(p *eventFilters) func(json.RawMessage) string {
 
 // refusedPrefixes are addresses no webhook goes to, besides those netip calls loopback, private
 // (with fd00:ec2::254, a cloud metadata address), link-local (with 169.254.169.254, another),
-// multicast or unspecified: unless -webhook-allow-cidrs allows them.
+// multicast or unspecified, and IPv6 outside globalIPv6: unless -webhook-allow-cidrs allows them.
 var refusedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),      // this network
-	netip.MustParsePrefix("100.64.0.0/10"),  // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, and the broadcast address
-	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, which reaches the IPv4 address inside
-	netip.MustParsePrefix("64:ff9b:1::/48"), // local NAT64
-	netip.MustParsePrefix("2002::/16"),      // 6to4, likewise
-	netip.MustParsePrefix("2001::/32"),      // Teredo
-	netip.MustParsePrefix("fec0::/10"),      // site-local
+	netip.MustParsePrefix("0.0.0.0/8"),       // this network
+	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
+	netip.MustParsePrefix("2001::/23"),       // IETF protocol assignments: Teredo, benchmarking, ...
+	netip.MustParsePrefix("2001:db8::/32"),   // documentation
+	netip.MustParsePrefix("3fff::/20"),       // documentation
 }
 
-// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow.
+// globalIPv6 is the only IPv6 space allocated for global unicast. Outside it are ::/8 (but for
+// the IPv4 it embeds, see embeddedIPv4), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
+// (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
+var globalIPv6 = netip.MustParsePrefix("2000::/3")
+
+// ipv4Inside are the IPv6 addresses that embed or translate to an IPv4 address, and the byte
+// where it starts.
+var ipv4Inside = []struct {
+	prefix netip.Prefix
+	at     int
+}{
+	{netip.MustParsePrefix("::/96"), 12},           // IPv4-compatible, and :: and ::1
+	{netip.MustParsePrefix("::ffff:0:0/96"), 12},   // IPv4-mapped
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), 12}, // IPv4-translated
+	{netip.MustParsePrefix("64:ff9b::/96"), 12},    // NAT64
+	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
+}
+
+// embeddedIPv4 returns the IPv4 address that ip, without its zone, embeds or translates to, or
+// else ip without its zone.
+func embeddedIPv4(ip netip.Addr) netip.Addr {
+	ip = ip.WithZone("") // a prefix contains no zoned address
+	for _, in := range ipv4Inside {
+		if in.prefix.Contains(ip) {
+			b := ip.As16()
+			return netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
+		}
+	}
+	return ip
+}
+
+// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow. An
+// address that embeds or translates to an IPv4 address is judged by that address. It is the one
+// rule of both checkWebhookHost and the webhook client's dialer.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
-	ip = ip.Unmap()
-	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+	inner := embeddedIPv4(ip)
+	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
 		return true
 	}
-	if !ip.IsGlobalUnicast() || ip.IsPrivate() {
+	if !inner.IsGlobalUnicast() || inner.IsPrivate() || inner.Is6() && !globalIPv6.Contains(inner) {
 		return false
 	}
-	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(ip) })
+	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
-// checkWebhookHost returns an error naming url when the host of rawURL, an absolute http(s) URL,
-// does not resolve (net.DefaultResolver), or resolves to an address allowedAddr does not admit;
-// else nil.
+// checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
+// does not resolve (net.DefaultResolver) or resolves to an address allowedAddr does not admit;
+// else nil. The error is the same in both cases and names no address, so that it maps no one's
+// internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -196,15 +240,15 @@ func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) 
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
-	if err != nil || len(ips) == 0 {
-		return []fieldError{{Field: "url", Message: "must have a host that resolves"}}
-	}
+	ok := err == nil && len(ips) > 0
 	for _, ip := range ips {
-		if !allowedAddr(ip, allow) {
-			return []fieldError{{Field: "url", Message: fmt.Sprintf("must lead only to public addresses; %s is %s", u.Hostname(), ip.Unmap())}}
-		}
+		ok = ok && allowedAddr(ip, allow)
 	}
-	return nil
+	if ok {
+		return nil
+	}
+	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
+		"(for local development, the server's ROLODEX_WEBHOOK_ALLOW_CIDRS can allow loopback or private addresses)", u.Hostname())}}
 }
 
 // errRefusedAddress is the error of a connection the webhook client refused to open.
@@ -235,7 +279,8 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
-// here) and its Location. The URL's host is resolved before the write begins.
+// here) and its Location. The URL's host is resolved before the write begins. The key must read the
+// events it subscribes to, and the endpoint is sent only those of the families the key reads.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -248,20 +293,30 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
+		if aerr := eventScopeError(t.scopes, v.Events); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := createWebhook(r.Context(), tx, t.companyID, v)
-			return answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}, err
+			return secretAnswer(v), err
 		})
 	})
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
-// and enabled (updateWebhook). A new URL's host is resolved before the write begins.
+// and enabled (updateWebhook). An endpoint the company does not have is 404 before the body is
+// checked. A new URL's host is resolved before the write begins. As at creation, the key must read
+// the events it subscribes to.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		wr := startWrite(w, r, webhooks, log, nil)
 		if wr == nil {
+			return
+		}
+		if answeredMissingWebhook(w, r, st, log, wr) {
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -273,11 +328,32 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
+		if aerr := eventScopeError(t.scopes, scratch.Events); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := updateWebhook(r.Context(), tx, t, wr.id, patch{members: wr.members})
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
+}
+
+// answeredMissingWebhook answers a PATCH of an endpoint the company does not have, before any
+// check of the body's members (a 404, or the answer kept for its Idempotency-Key), and reports
+// whether it did.
+func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
+	var found []webhookEndpoint
+	err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, tenantOf(r).companyID, wr.id))
+	switch {
+	case err != nil:
+		writeError(w, r, log, err)
+	case len(found) == 0:
+		runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
+	default:
+		return false
+	}
+	return true
 }
 
 // newWebhookSecret returns a new signing secret: "whsec_" and 192 random bits.
@@ -293,11 +369,11 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
 	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
-	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
+	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
+		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
-	v.Secret = newWebhookSecret()
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret, maxWebhookEndpoints},
+	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
+	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
 		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
@@ -308,8 +384,9 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	return v, nil
 }
 
-// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt.
-// Enabling an endpoint clears its disabledReason. Round trips: the lock (with BEGIN), the UPDATE.
+// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt. Enabling
+// an endpoint clears its disabledReason, and a change leaves it the families the tenant's key reads.
+// Round trips: the lock (with BEGIN), the UPDATE.
 func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
 	_, v, changed, err := lockObject[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
 	if err != nil || !changed {
@@ -318,13 +395,59 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	if v.Enabled {
 		v.DisabledReason = pgtype.Text{}
 	}
+	v.families = readableFamilies(t.scopes)
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
-		disabled_reason = $7, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason},
+	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, v.families},
 		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
+	}
+	return v, nil
+}
+
+// secretAnswer is the 201 of an endpoint v with its new secret (create, rotateSecret). An
+// Idempotency-Key keeps it with "secret": null: a replay never shows the secret, and a lost one is
+// rotated.
+func secretAnswer(v webhookEndpoint) answer {
+	a := answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
+	v.Secret = &pgtype.Text{}
+	a.kept = append(v.appendJSON(nil), '\n')
+	return a
+}
+
+// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with
+// a new secret, shown only here. The secret it replaces signs deliveries too for secretOverlap, so
+// that receivers switch without refusing any.
+func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		wr := startWrite(w, r, webhooks, log, []bodyField{}) // the body sets nothing: {}
+		if wr == nil {
+			return
+		}
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
+			return secretAnswer(v), err
+		})
+	})
+}
+
+// rotateWebhookSecret gives the endpoint id of the company a new secret, keeping the one it replaces
+// and when, and returns the endpoint with the new secret; errNotFound when there is no such endpoint.
+func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
+	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
+			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		WHERE company_id = $1 AND id = $2
+		RETURNING id, url, array_to_string(events, ','), description, enabled, disabled_reason, created_at, updated_at`
+	v := webhookEndpoint{Secret: &pgtype.Text{String: newWebhookSecret(), Valid: true}}
+	err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, v.scanDest()...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, errNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
 	}
 	return v, nil
 }
@@ -405,6 +528,8 @@ type claimed struct {
 	attempts                  int64
 	lease                     time.Time // its next_attempt_at while this server sends it
 	url, secret               string
+	previous                  pgtype.Text        // the secret the last rotation replaced
+	rotatedAt                 pgtype.Timestamptz // when: previous signs too for secretOverlap
 	enabled                   bool
 	event                     event
 }
@@ -432,7 +557,8 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 		WHERE d.company_id = picked.company_id AND d.id = picked.id AND d.next_attempt_at = picked.next_attempt_at
 			AND w.company_id = d.company_id AND w.id = d.endpoint_id
 			AND e.company_id = d.company_id AND e.id = d.event_id
-		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret, w.enabled,
+		RETURNING d.company_id, d.id, d.endpoint_id, d.attempts, d.next_attempt_at, w.url, w.secret,
+			w.previous_secret, w.secret_rotated_at, w.enabled,
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
@@ -445,8 +571,8 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 	var out []claimed
 	for rows.Next() {
 		var c claimed
-		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret, &c.enabled},
-			c.event.scanDest()...)
+		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
+			&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("claim deliveries: %w", err)
 		}
@@ -605,15 +731,16 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 	}
 }
 
-// post sends c's event, signed, and returns the answer's status (0: none) and, unless it is a
-// 2xx, what went wrong ("" when the status says it all). It reads at most maxWebhookAnswer bytes of
-// the answer.
+// post sends c's event, signed (also with the previous secret, within secretOverlap of a rotation),
+// and returns the answer's status (0: none) and, unless it is a 2xx, what went wrong ("" when the
+// status says it all). It reads at most maxWebhookAnswer bytes of the answer.
 func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	body := append(c.event.appendJSON(nil), '\n') // what GET /v1/events/{id} answers
 	t := strconv.FormatInt(time.Now().Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(c.secret))
-	mac.Write([]byte(t + "."))
-	mac.Write(body)
+	sig := "t=" + t + ",v1=" + sign(c.secret, t, body)
+	if c.previous.Valid && time.Since(c.rotatedAt.Time) < secretOverlap {
+		sig += ",v1=" + sign(c.previous.String, t, body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, "the URL cannot be requested"
@@ -621,7 +748,7 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Rolodex-Webhooks")
 	req.Header.Set("Rolodex-Event-Id", strconv.FormatInt(c.event.ID, 10))
-	req.Header.Set("Rolodex-Signature", "t="+t+",v1="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Rolodex-Signature", sig)
 	resp, err := wk.client.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -636,4 +763,12 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 		return resp.StatusCode, "redirects are not followed"
 	}
 	return resp.StatusCode, ""
+}
+
+// sign returns the hex HMAC-SHA256, keyed with secret, of t, "." and body.
+func sign(secret, t string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(t + "."))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

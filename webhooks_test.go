@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,12 +207,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // verify is the receiver's check of the README (TestREADMEReceiverIsVerify holds them equal): the
 // Rolodex-Signature header sig signs body with secret, made within 5 minutes.
 func verify(secret, sig string, body []byte) bool { // sig: the Rolodex-Signature header
-	t, v1, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",v1=")
+	t, v1s, _ := strings.Cut(strings.TrimPrefix(sig, "t="), ",")
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(t + "." + string(body)))
+	want := []byte("v1=" + hex.EncodeToString(mac.Sum(nil)))
+	signed := false // by any v1=: for a day after the secret is rotated, the old one signs too
+	for _, v1 := range strings.Split(v1s, ",") {
+		signed = signed || hmac.Equal([]byte(v1), want)
+	}
 	sent, err := strconv.ParseInt(t, 10, 64) // refuse a signature minutes old: a replay
-	return err == nil && hmac.Equal([]byte(v1), []byte(hex.EncodeToString(mac.Sum(nil)))) &&
-		time.Since(time.Unix(sent, 0)).Abs() < 5*time.Minute
+	return signed && err == nil && time.Since(time.Unix(sent, 0)).Abs() < 5*time.Minute
 }
 
 func TestREADMEReceiverIsVerify(t *testing.T) {
@@ -273,12 +278,14 @@ func TestWebhookEndpointsCreateReadUpdateDelete(t *testing.T) {
 		t.Errorf("PATCH url: %q", moved.URL)
 	}
 
-	// A create with an Idempotency-Key answers the same, secret included, when sent again.
+	// A create with an Idempotency-Key answers the same when sent again, but the secret: null.
 	body := `{"url": "http://127.0.0.1:9/keyed", "events": ["organization.created"]}`
 	first := w.call(t, "POST", "/v1/webhooks", body, "Idempotency-Key", "hook-1")
 	again := w.call(t, "POST", "/v1/webhooks", body, "Idempotency-Key", "hook-1")
-	if first.status != http.StatusCreated || string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
-		t.Errorf("POST with an Idempotency-Key twice: %d %s, then %d %s", first.status, first.body, again.status, again.body)
+	secret := decode[endpointBody](t, first.body).Secret
+	kept := strings.Replace(string(first.body), `"secret":"`+secret+`"`, `"secret":null`, 1)
+	if first.status != http.StatusCreated || secret == "" || string(again.body) != kept || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("POST with an Idempotency-Key twice: %d %s, then %d %s; want the same with \"secret\": null", first.status, first.body, again.status, again.body)
 	}
 
 	wantStatus(t, w.call(t, "DELETE", path, ""), http.StatusNoContent)
@@ -338,17 +345,25 @@ func TestWebhookEndpointsAreAtMost16AndTenantScoped(t *testing.T) {
 		t.Errorf("page 2: %d endpoints; want the other 6", len(next.Data))
 	}
 
-	// Another company sees none of them, and can change none.
+	// Another company sees none of them, and can change none: a PATCH is 404 before its body is
+	// checked, whatever the body and its Idempotency-Key.
 	other := w.company(t)
 	path := itemPath("/v1/webhooks", decode[obj](t, list.Data[0]).id())
 	for _, r := range []response{
 		callAt(t, nil, w.base, "GET", path, other.key, ""),
 		callAt(t, nil, w.base, "PATCH", path, other.key, `{"enabled": false}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"),
+		callAt(t, nil, w.base, "PATCH", path, other.key, `{"events": [], "secret": "x"}`),
+		callAt(t, nil, w.base, "PATCH", "/v1/webhooks/999999", other.key, `{"url": "http://10.1.2.3/"}`),
 		callAt(t, nil, w.base, "DELETE", path, other.key, ""),
 		callAt(t, nil, w.base, "GET", path+"/deliveries", other.key, ""),
 		callAt(t, nil, w.base, "POST", path+"/deliveries/1/retry", other.key, `{}`),
 	} {
 		wantProblem(t, r, http.StatusNotFound, "not_found")
+	}
+	if r := callAt(t, nil, w.base, "PATCH", path, other.key, `{"url": "http://10.1.2.3/"}`, "Idempotency-Key", "other-1"); r.status != http.StatusNotFound || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("another company's PATCH again with its Idempotency-Key: %d, replayed %q; want the 404 kept", r.status, r.header.Get("Idempotent-Replayed"))
 	}
 	if p := readPage[json.RawMessage](t, callAt(t, nil, w.base, "GET", "/v1/webhooks", other.key, "")); len(p.Data) != 0 {
 		t.Errorf("another company lists %d endpoints; want none", len(p.Data))
@@ -375,14 +390,25 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 		{`{"url": "/hooks", "events": ["*"]}`, []string{"url"}, "http(s)"},
 		{`{"url": "http://user:pass@127.0.0.1/", "events": ["*"]}`, []string{"url"}, "credentials"},
 		{`{"url": "` + long + `", "events": ["*"]}`, []string{"url"}, "2048"},
+		{`{"url": "http://8.8.8.8:0/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "https://8.8.8.8:65536/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "https://8.8.8.8:99999999999999999999/", "events": ["*"]}`, []string{"url"}, "1 to 65535"},
+		{`{"url": "http://8.8.8.8:http/", "events": ["*"]}`, []string{"url"}, "http(s)"},
 		{`{"url": "http://127.0.0.1:8080/hooks", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
-		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost is "},
+		{`{"url": "http://localhost/hooks", "events": ["*"]}`, []string{"url"}, "localhost does not"},
 		{`{"url": "https://10.0.0.8/", "events": ["*"]}`, []string{"url"}, "10.0.0.8"},
 		{`{"url": "http://169.254.169.254/latest/meta-data", "events": ["*"]}`, []string{"url"}, "169.254.169.254"},
 		{`{"url": "http://[fd00:ec2::254]/", "events": ["*"]}`, []string{"url"}, "fd00:ec2::254"},
 		{`{"url": "http://[::ffff:127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "127.0.0.1"},
 		{`{"url": "http://100.64.0.1/", "events": ["*"]}`, []string{"url"}, "100.64.0.1"},
 		{`{"url": "http://0.0.0.0/", "events": ["*"]}`, []string{"url"}, "0.0.0.0"},
+		{`{"url": "http://[::127.0.0.1]/", "events": ["*"]}`, []string{"url"}, "::127.0.0.1"},
+		{`{"url": "http://[::ffff:0:7f00:1]/", "events": ["*"]}`, []string{"url"}, "::ffff:0:7f00:1"},
+		{`{"url": "http://[64:ff9b::a00:1]/", "events": ["*"]}`, []string{"url"}, "64:ff9b::a00:1"},
+		{`{"url": "http://[2002:a00:1::]/", "events": ["*"]}`, []string{"url"}, "2002:a00:1::"},
+		{`{"url": "http://[100::1]/", "events": ["*"]}`, []string{"url"}, "100::1"},
+		{`{"url": "http://[2001:db8::1]/", "events": ["*"]}`, []string{"url"}, "2001:db8::1"},
+		{`{"url": "http://192.0.2.1/", "events": ["*"]}`, []string{"url"}, "192.0.2.1"},
 		{`{"url": "http://127.0.0.1/", "events": ["contact.renamed"]}`, []string{"events"}, `"contact.renamed"`},
 		{`{"url": "http://127.0.0.1/", "events": "contact.*"}`, []string{"events"}, "array"},
 		{`{"url": "http://127.0.0.1/", "events": []}`, []string{"events"}, "array"},
@@ -395,6 +421,30 @@ func TestWebhookEndpointsRefuseBadInput(t *testing.T) {
 	}
 	if p := listPage[json.RawMessage](t, c.key, "/v1/webhooks"); len(p.Data) != 0 {
 		t.Errorf("%d endpoints after bad input; want none", len(p.Data))
+	}
+}
+
+// A refused URL's 422 names its host, never an address, and reads the same whether the host resolves
+// inside or not at all. The host that does not resolve has a 64-character label, which no DNS query
+// can carry: no packet is sent for it.
+func TestWebhookRefusalNamesOnlyTheHost(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t) // the suite's server: no address outside the public ones is allowed
+	nowhere := strings.Repeat("a", 64) + ".example"
+	said := func(host string) string {
+		r := call(t, "POST", "/v1/webhooks", c.key, `{"url": "http://`+host+`:8080/hooks", "events": ["*"]}`)
+		p := wantFields(t, r, "url")
+		if len(p.Errors) == 0 || !strings.Contains(p.Errors[0].Message, host) {
+			t.Fatalf("POST a webhook at %s: %s; want it to name the host", host, r.body)
+		}
+		return strings.ReplaceAll(p.Errors[0].Message, host, "HOST")
+	}
+	inside, unresolved := said("localhost"), said(nowhere)
+	if inside != unresolved {
+		t.Errorf("a host that resolves inside: %q;\none that does not resolve: %q; want the same", inside, unresolved)
+	}
+	if strings.Contains(inside, "127.0.0.1") || strings.Contains(inside, "::1") || !strings.Contains(inside, "ROLODEX_WEBHOOK_ALLOW_CIDRS") {
+		t.Errorf("refused: %q; want no address, and how to allow one for local development", inside)
 	}
 }
 
@@ -411,7 +461,17 @@ func TestWebhookAddressRules(t *testing.T) {
 		{"169.254.169.254", false, false}, {"fe80::1", false, false}, {"fd00:ec2::254", false, true},
 		{"fc00::1", false, false}, {"0.0.0.0", false, false}, {"::", false, false}, {"224.0.0.1", false, false},
 		{"ff02::1", false, false}, {"100.64.0.1", false, false}, {"100.127.255.254", false, false},
-		{"255.255.255.255", false, false}, {"64:ff9b::7f00:1", false, false}, {"2002:7f00:1::", false, false},
+		{"255.255.255.255", false, false}, {"fec0::1", false, false}, {"fe80::1%eth0", false, false},
+		// An address that embeds or translates IPv4 is judged, allow-list too, by the IPv4 inside.
+		{"::127.0.0.1", false, true}, {"::ffff:0:7f00:1", false, true}, {"64:ff9b::7f00:1", false, true},
+		{"2002:7f00:1::", false, true}, {"::10.1.2.3", false, false}, {"::ffff:0:a01:203", false, false},
+		{"64:ff9b::a01:203", false, false}, {"2002:c0a8:101::1", false, false}, {"::8.8.8.8", true, true},
+		{"::ffff:0:808:808", true, true}, {"64:ff9b::808:808", true, true}, {"2002:808:808::1", true, true},
+		{"64:ff9b:1::808:808", false, false}, {"::1:0:0:1", false, false},
+		// Documentation, discard, benchmarking and Teredo ranges.
+		{"192.0.2.1", false, false}, {"198.51.100.1", false, false}, {"203.0.113.1", false, false},
+		{"100::1", false, false}, {"2001:db8::1", false, false}, {"2001:db8::1%eth0", false, false},
+		{"3fff::1", false, false}, {"2001::1", false, false}, {"2001:2::1", false, false},
 	} {
 		ip := netip.MustParseAddr(tt.addr)
 		if got := allowedAddr(ip, nil); got != tt.public {
@@ -424,7 +484,7 @@ func TestWebhookAddressRules(t *testing.T) {
 	// Literal addresses and localhost (the hosts file) are all the resolver is asked here.
 	ctx := context.Background()
 	for rawURL, want := range map[string]string{"http://8.8.8.8/hooks": "", "https://[2606:4700:4700::1111]:8443/": "",
-		"http://localhost:8080/": "must lead only to public addresses; localhost is "} {
+		"http://localhost:8080/": "must have a host that resolves only to public addresses, and localhost does not"} {
 		var got string
 		if errs := checkWebhookHost(ctx, rawURL, nil); errs != nil {
 			got = errs[0].Message
@@ -537,6 +597,96 @@ func TestWebhookDeliveriesAreSignedEventsOfMatchingEndpoints(t *testing.T) {
 	}
 	if d := w.deliveries(t, eo.ID); len(d) != 0 || len(off.hits()) != 0 {
 		t.Errorf("the disabled endpoint has %d deliveries and got %d requests; want none", len(d), len(off.hits()))
+	}
+}
+
+// Reading through the side door: a key subscribes an endpoint only to events it can read, and an
+// endpoint is sent only the events that the key which created or last changed it could read.
+func TestWebhookEndpointsGetOnlyEventsTheirKeyCouldRead(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, nil)
+	key := func(scopes ...string) string {
+		b, _ := json.Marshal(map[string]any{"scopes": scopes})
+		return *decode[newKey](t, wantStatus(t, w.call(t, "POST", "/v1/apiKeys", string(b)), http.StatusCreated).body).Key
+	}
+	contacts, hooksOnly := key("webhooks:write", "contacts:read"), key("webhooks:write")
+	as := func(key, method, path, body string) response { return callAt(t, nil, w.base, method, path, key, body) }
+	rc := newReceiver(t, nil)
+	for _, events := range []string{`["*"]`, `["business.*"]`, `["contact.*", "organization.created"]`} {
+		r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": %s}`, rc.URL, events))
+		wantProblem(t, r, http.StatusForbidden, "insufficient_scope")
+	}
+	r := as(contacts, "POST", "/v1/webhooks", fmt.Sprintf(`{"url": %q, "events": ["contact.*"]}`, rc.URL+"/contacts"))
+	ecID, eaID := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body).ID, w.endpoint(t, rc.URL+"/all", "*").ID
+	ec, ea := itemPath("/v1/webhooks", ecID), itemPath("/v1/webhooks", eaID)
+	wantProblem(t, as(hooksOnly, "PATCH", ec, `{"events": ["contact.created"]}`), http.StatusForbidden, "insufficient_scope")
+	wantProblem(t, as(contacts, "PATCH", ea, `{"events": ["business.*"]}`), http.StatusForbidden, "insufficient_scope")
+
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Deal"}`), http.StatusCreated)
+	eventually(t, "the contact event sent to the contact.* endpoint", func() bool {
+		return slices.ContainsFunc(rc.hits(), func(h hit) bool { return h.url == "/contacts" })
+	})
+	// Changed by a key that reads only contacts, the * endpoint is sent contact events only; changed
+	// by one that reads nothing, the contact.* endpoint is sent nothing.
+	wantStatus(t, as(contacts, "PATCH", ea, `{"description": "changed by a key that reads contacts"}`), http.StatusOK)
+	wantStatus(t, as(hooksOnly, "PATCH", ec, fmt.Sprintf(`{"url": %q}`, rc.URL+"/elsewhere")), http.StatusOK)
+	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Bea"}`), http.StatusCreated)
+	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Another deal"}`), http.StatusCreated)
+	for id, want := range map[int64][]string{
+		ecID: {"contact.created"},
+		eaID: {"business.created", "contact.created", "contact.created"},
+	} { // a change writes its deliveries in its transaction: they are all there
+		var types []string
+		for _, d := range w.deliveries(t, id) {
+			types = append(types, d.EventType)
+		}
+		slices.Sort(types)
+		if diff := cmp.Diff(want, types); diff != "" {
+			t.Errorf("deliveries to endpoint %d (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+// A rotated secret signs deliveries beside the new one for 24 hours, the new one's first; a replay
+// of the rotation shows no secret.
+func TestWebhookSecretRotationSignsWithBothSecretsFor24Hours(t *testing.T) {
+	t.Parallel()
+	w := newHookWorld(t, nil)
+	rc := newReceiver(t, nil)
+	old := w.endpoint(t, rc.URL, "contact.*")
+	path := itemPath("/v1/webhooks", old.ID) + "/rotateSecret"
+	r := w.call(t, "POST", path, `{}`, "Idempotency-Key", "rotate-1")
+	rotated := decode[endpointBody](t, wantStatus(t, r, http.StatusCreated).body)
+	if rotated.ID != old.ID || !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == old.Secret || rotated.UpdatedAt == old.UpdatedAt {
+		t.Errorf("rotated %+v from %+v; want the endpoint with a new secret and updatedAt", rotated, old)
+	}
+	again := w.call(t, "POST", path, `{}`, "Idempotency-Key", "rotate-1")
+	if kept := strings.Replace(string(r.body), `"secret":"`+rotated.Secret+`"`, `"secret":null`, 1); string(again.body) != kept {
+		t.Errorf("the rotation replayed: %s; want %s", again.body, kept)
+	}
+	if got := decode[endpointBody](t, w.get(t, itemPath("/v1/webhooks", old.ID)).body); got.Secret != "" {
+		t.Errorf("GET the endpoint shows its secret %q", got.Secret)
+	}
+
+	signed := regexp.MustCompile(`^t=([0-9]+),v1=([0-9a-f]{64})(?:,v1=([0-9a-f]{64}))?$`)
+	for i, wantOld := range []bool{true, false} {
+		wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
+		eventually(t, "a delivery", func() bool { return len(rc.hits()) > i })
+		h := rc.hits()[i]
+		sig := h.header.Get("Rolodex-Signature")
+		m := signed.FindStringSubmatch(sig)
+		if m == nil || !verify(rotated.Secret, "t="+m[1]+",v1="+m[2], h.body) || verify(rotated.Secret+"x", sig, h.body) {
+			t.Fatalf("Rolodex-Signature %q: want t= and a first v1= of the new secret", sig)
+		}
+		if gotOld := m[3] != "" && verify(old.Secret, "t="+m[1]+",v1="+m[3], h.body); gotOld != wantOld || verify(old.Secret, sig, h.body) != wantOld {
+			t.Errorf("Rolodex-Signature %q: signed with the old secret too: %v; want %v", sig, gotOld, wantOld)
+		}
+		// 24 hours later, only the new secret signs.
+		if _, err := w.st.db.Exec(`UPDATE webhook_endpoints SET secret_rotated_at = secret_rotated_at - interval '24 hours'
+			WHERE company_id = $1 AND id = $2`, w.c.id, old.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

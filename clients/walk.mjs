@@ -268,6 +268,7 @@ expect('the change was delivered, signed with the secret', signed && JSON.parse(
 const hookDeliveries = await step('list an endpoint\'s deliveries', { path: `/v1/webhooks/${hookId}/deliveries?limit=5`, want: 200 });
 const deliveryId = hookDeliveries?.body?.data?.[0]?.id ?? 1;
 await step('send a delivery again', { method: 'POST', path: `/v1/webhooks/${hookId}/deliveries/${deliveryId}/retry`, body: {}, want: 202 });
+await step('rotate a webhook endpoint\'s secret', { method: 'POST', path: `/v1/webhooks/${hookId}/rotateSecret`, body: {}, want: 201 });
 await step('422: a webhook URL that leads inside', { method: 'POST', path: '/v1/webhooks', body: { url: 'http://10.0.0.1/hooks', events: ['*'] }, want: 422 });
 await step('422: an unknown event type', { via: 'lax', method: 'POST', path: '/v1/webhooks', body: { url: 'http://127.0.0.1:9/', events: ['contact.renamed'] }, want: 422 });
 await step('404: no such webhook endpoint', { path: '/v1/webhooks/999999999', want: 404 });
