@@ -436,17 +436,17 @@ func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 
 // rotateWebhookSecret gives the endpoint id of the company a new secret, keeping the one it replaces
 // and when, and returns the endpoint with the new secret; errNotFound when there is no such endpoint.
+// Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
+	v, _, _, err := lockObject[webhookEndpoint](ctx, tx, webhooks, companyID, id, patch{})
+	if err != nil {
+		return v, err
+	}
+	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
-		WHERE company_id = $1 AND id = $2
-		RETURNING id, url, array_to_string(events, ','), description, enabled, disabled_reason, created_at, updated_at`
-	v := webhookEndpoint{Secret: &pgtype.Text{String: newWebhookSecret(), Valid: true}}
-	err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, v.scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, errNotFound
-	}
-	if err != nil {
+		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
+	if err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, &v.UpdatedAt); err != nil {
 		return v, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
 	}
 	return v, nil
