@@ -755,6 +755,9 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 		if errors.As(err, &ue) {
 			err = ue.Err // without the method and URL, which the client knows
 		}
+		if errors.Is(err, errRefusedAddress) {
+			err = errRefusedAddress // without the address the host led to: as checkWebhookHost, no map of internal DNS
+		}
 		return 0, err.Error()
 	}
 	defer resp.Body.Close()

@@ -514,6 +514,10 @@ func TestWebhookClientRefusesAddressesBeforeConnecting(t *testing.T) {
 	if !errors.Is(err, errRefusedAddress) || conns.Load() != 0 {
 		t.Errorf("POST %s without an allow-list: %v after %d connections; want errRefusedAddress before any", rc.URL, err, conns.Load())
 	}
+	wk := &webhookWorker{client: newWebhookClient(nil)}
+	if _, msg := wk.post(context.Background(), claimed{url: rc.URL}); msg != errRefusedAddress.Error() || conns.Load() != 0 {
+		t.Errorf("a refused delivery's lastError = %q after %d connections; want %q, naming no address", msg, conns.Load(), errRefusedAddress)
+	}
 	resp, err := newWebhookClient([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}).Post(rc.URL, "application/json", strings.NewReader("{}"))
 	if err != nil || conns.Load() != 1 {
 		t.Fatalf("POST %s with 127.0.0.0/8 allowed: %v after %d connections; want an answer over 1", rc.URL, err, conns.Load())
