@@ -212,8 +212,8 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 	return b, nil
 }
 
-// updateBusiness applies p to the company's business record id in tx, like updateContact; stageId
-// must stay a stage of boardId whichever of them changes.
+// updateBusiness applies p to the company's business record id in tx, like updateContact (and with
+// its round trips); stageId must stay a stage of boardId whichever of them changes.
 func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (business, error) {
 	old, b, changed, err := lockObject[business](ctx, tx, businesses, t.companyID, id, p)
 	if err != nil || !changed {

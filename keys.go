@@ -180,7 +180,8 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 
 // insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
 // which is kept nowhere else. A user the company does not have is a fieldError; a company with
-// maxActiveKeys active keys already is errKeyLimit.
+// maxActiveKeys active keys already is errKeyLimit. Round trips: the lock and the INSERT (with
+// BEGIN); when it inserted nothing, the user's look-up.
 func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
 	key := newAPIKey()
 	hash := hashKey(key)
@@ -310,7 +311,7 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 }
 
 // revokeKey revokes the company's active key id in tx, and returns its hash. A key with scopes
-// beyond the tenant's is a 403, and stays (grantable).
+// beyond the tenant's is a 403, and stays (grantable). Round trips: the UPDATE (with BEGIN).
 func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) {
 	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
 		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`

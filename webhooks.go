@@ -364,7 +364,8 @@ func newWebhookSecret() string {
 }
 
 // createWebhook stores a new endpoint v of the company in tx, with a new secret. It returns
-// errWebhookLimit when the company has maxWebhookEndpoints already.
+// errWebhookLimit when the company has maxWebhookEndpoints already. Round trips: the company's lock
+// and the INSERT (with BEGIN).
 func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
@@ -508,7 +509,7 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 }
 
 // retryDelivery makes the delivery deliveryID of the company's endpoint id pending and due now, in
-// tx, whatever its status was.
+// tx, whatever its status was. Round trips: the UPDATE (with BEGIN).
 func retryDelivery(ctx context.Context, tx *tx, t tenant, id, deliveryID int64) (delivery, error) {
 	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
 		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
