@@ -37,6 +37,7 @@ type coalesceGroup[T any] struct {
 // coalesceWaiter is one retrieve: its id, and where its answer goes (buffered: a trip never blocks
 // on a retrieve that gave up).
 type coalesceWaiter[T any] struct {
+	ctx context.Context
 	id  int64
 	out chan coalesced[T]
 }
@@ -64,7 +65,7 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 	}
 	c.mu.Lock()
 	if g := c.groups[key]; g != nil { // a trip is in flight: queue for the next
-		w := &coalesceWaiter[T]{id: id, out: make(chan coalesced[T], 1)}
+		w := &coalesceWaiter[T]{ctx: ctx, id: id, out: make(chan coalesced[T], 1)}
 		g.queue = append(g.queue, w)
 		c.mu.Unlock()
 		select {
@@ -79,14 +80,14 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 	c.groups[key] = g
 	c.mu.Unlock()
 	v, rel, err := getObject[T, P](ctx, rd, c.res, companyID, id, exps)
-	c.next(ctx, rd, key, g, exps)
+	c.next(rd, key, g, exps)
 	return v, rel, err
 }
 
 // next sends what queued behind the trip of g that just returned, as one trip in a goroutine of
-// its own, or ends g when nothing did. That trip runs without the cancellation of the request that
-// started it (a queued retrieve's giving up harms no other), within its deadline.
-func (c *coalescer[T, P]) next(ctx context.Context, rd reader, key coalesceKey, g *coalesceGroup[T], exps []expansion) {
+// its own, or ends g when nothing did. That trip runs without the cancellation of its first
+// retrieve (a queued retrieve's giving up harms no other), within that one's deadline.
+func (c *coalescer[T, P]) next(rd reader, key coalesceKey, g *coalesceGroup[T], exps []expansion) {
 	c.mu.Lock()
 	if len(g.queue) == 0 {
 		delete(c.groups, key)
@@ -98,6 +99,7 @@ func (c *coalescer[T, P]) next(ctx context.Context, rd reader, key coalesceKey, 
 	g.queue = g.queue[n:]
 	c.mu.Unlock()
 	go func() {
+		ctx := batch[0].ctx
 		bctx := context.WithoutCancel(ctx)
 		if d, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -105,7 +107,7 @@ func (c *coalescer[T, P]) next(ctx context.Context, rd reader, key coalesceKey, 
 			defer cancel()
 		}
 		c.send(bctx, rd, key.companyID, batch, exps)
-		c.next(bctx, rd, key, g, exps)
+		c.next(rd, key, g, exps)
 	}()
 }
 
