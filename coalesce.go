@@ -9,9 +9,9 @@ import (
 // Coalescing (issue 34): concurrent retrieves of one company's objects share round trips. A
 // retrieve that finds no trip of its company (and expansions) in flight goes out at once, alone,
 // as getObject; those that arrive while one is in flight queue, and go out together as the next
-// trip, one `id = ANY($2)` per SELECT (getObjects), each taking its row back. Nothing ever waits
-// for a batch to fill: a batch is only what queued behind a trip already running. A batch serves
-// one company, and every statement keeps `company_id = $1`.
+// trip, one `id = ANY($2)` per SELECT (getObjects, expand.go), each taking its row back. Nothing
+// ever waits for a batch to fill: a batch is only what queued behind a trip already running. A
+// batch serves one company, and every statement keeps `company_id = $1`.
 //
 // It pays. Against the minimal Go + pgx server (../shared/anchors/run-all.sh with ROLODEX_REPO,
 // 100k contacts, wrk -c32, 5 interleaved rounds, median of the rounds' ratios): retrieve 1.38x and
@@ -126,7 +126,8 @@ func (c *coalescer[T, P]) send(ctx context.Context, rd reader, companyID int64, 
 	for i, w := range batch {
 		ids[i] = w.id
 	}
-	objs, rel, err := getObjects[T, P](ctx, rd, c.res, companyID, ids, exps)
+	objs := make(map[int64]T, len(ids))
+	rel, err := getObjects[T, P](ctx, rd, c.res, companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
 	for _, w := range batch {
 		a := coalesced[T]{rel: rel, err: err}
 		if err == nil {
@@ -138,30 +139,4 @@ func (c *coalescer[T, P]) send(ctx context.Context, rd reader, companyID int64, 
 		}
 		w.out <- a
 	}
-}
-
-// getObjects is getObject for several ids: the company's objects of res by id, and the objects
-// exps embed in any of them, in one round trip.
-func getObjects[T any, P object[T]](ctx context.Context, rd reader, res *resource, companyID int64, ids []int64,
-	exps []expansion) (map[int64]T, related, error) {
-	objs := make(map[int64]T, len(ids))
-	reads := []read{eachRow[T, P](res.selectSQL+` AND id = ANY($2)`, []any{companyID, ids}, func(v P) { objs[v.key()] = *v })}
-	var rel related
-	var cols [numRelKinds][]string
-	for _, e := range exps {
-		cols[e.kind] = append(cols[e.kind], e.col)
-	}
-	for k, kindCols := range cols {
-		if kindCols == nil {
-			continue
-		}
-		rel[k] = make(map[int64][]byte)
-		in := ` AND id IN (SELECT unnest(ARRAY[` + strings.Join(kindCols, ", ") + `]) FROM ` + res.table +
-			` WHERE company_id = $1 AND id = ANY($2))`
-		reads = append(reads, relatedRead(relKind(k), in, []any{companyID, ids}, rel[k]))
-	}
-	if err := rd(ctx, reads...); err != nil {
-		return nil, rel, err
-	}
-	return objs, rel, nil
 }
