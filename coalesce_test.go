@@ -40,8 +40,9 @@ func TestCoalescedRetrievesEqualUncoalesced(t *testing.T) {
 	for i := range probes { // alone: nothing in flight, each goes out by itself
 		probes[i].want = call(t, "GET", probes[i].path, probes[i].key, "")
 	}
-	// Another company's contact is a 404, as it is alone.
-	probes = append(probes, probe{key: probes[0].key, path: probes[len(probes)-1].path, want: probes[len(probes)-1].want})
+	// Another company's contact is a 404, as one that does not exist is.
+	other := probes[len(probes)-3] // the second company's last contact, with expand[]=stage
+	probes = append(probes, probe{key: probes[0].key, path: other.path, want: probes[len(probes)-1].want})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8*len(probes))
 	for range 8 {
