@@ -213,6 +213,7 @@ func startWrite(w http.ResponseWriter, r *http.Request, res *resource, log *slog
 
 // handleGet answers GET /v1/{resource}/{id}: the object, with its ETag.
 func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) http.Handler {
+	c := newCoalescer[T, P](res) // concurrent retrieves of a company share round trips (coalesce.go)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		id, exps, aerr := objectRequest(r, res)
@@ -220,7 +221,7 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 			writeProblem(w, r, aerr)
 			return
 		}
-		v, rel, err := getObject[T, P](r.Context(), st.read, res, t.companyID, id, exps)
+		v, rel, err := c.get(r.Context(), st.read, t.companyID, id, exps)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
