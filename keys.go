@@ -36,7 +36,9 @@ const maxKeyLifetime = 7 * 24 * time.Hour
 // maxActiveKeys is how many keys a company may have that are neither revoked nor expired.
 const maxActiveKeys = 100
 
-var errKeyLimit = fmt.Errorf("a company may have at most %d active API keys", maxActiveKeys)
+// errKeyLimit is the answer to a key that would pass maxActiveKeys.
+var errKeyLimit error = &apiError{Status: http.StatusUnprocessableEntity, Code: "key_limit",
+	Detail: fmt.Sprintf("A company may have at most %d active API keys; revoke one to make another.", maxActiveKeys)}
 
 // covers reports whether scopes grant need: need itself, the write scope of its resource, or "*".
 func covers(scopes []string, need string) bool {

@@ -82,9 +82,6 @@ func clientError(err error) *apiError {
 	case errors.Is(err, errWebhookLimit):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "webhook_limit_reached",
 			Detail: fmt.Sprintf("A company may have at most %d webhook endpoints; delete one to add another.", maxWebhookEndpoints)}
-	case errors.Is(err, errKeyLimit):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: "key_limit",
-			Detail: fmt.Sprintf("A company may have at most %d active API keys; revoke one to make another.", maxActiveKeys)}
 	case errors.Is(err, errOutOfRange):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
 			Detail: "A value in the body is out of the range the database can hold."}
