@@ -29,9 +29,12 @@ const (
 	idempotencyExpiration = time.Hour // how often a server deletes the expired keys
 )
 
+// The answers to a key whose first request is still running, and to a key used for another request.
 var (
-	errKeyInUse  = errors.New("idempotency key in use") // its first request is still running
-	errKeyReused = errors.New("idempotency key reused") // it was used for another request
+	errKeyInUse error = &apiError{Status: http.StatusConflict, Code: "idempotency_key_in_use",
+		Detail: "A request with this Idempotency-Key is still running; retry later."}
+	errKeyReused error = &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
+		Detail: "This Idempotency-Key was used for another request (method, path or body)."}
 )
 
 // idempotencyKey is the Idempotency-Key of a write and the fingerprint of the request it names.

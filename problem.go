@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -73,15 +72,6 @@ func clientError(err error) *apiError {
 	case errors.Is(err, errPreconditionFailed):
 		return &apiError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
 			Detail: "The object has changed since the ETag given in If-Match; retrieve it again."}
-	case errors.Is(err, errKeyInUse):
-		return &apiError{Status: http.StatusConflict, Code: "idempotency_key_in_use",
-			Detail: "A request with this Idempotency-Key is still running; retry later."}
-	case errors.Is(err, errKeyReused):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
-			Detail: "This Idempotency-Key was used for another request (method, path or body)."}
-	case errors.Is(err, errWebhookLimit):
-		return &apiError{Status: http.StatusUnprocessableEntity, Code: "webhook_limit_reached",
-			Detail: fmt.Sprintf("A company may have at most %d webhook endpoints; delete one to add another.", maxWebhookEndpoints)}
 	case errors.Is(err, errOutOfRange):
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed",
 			Detail: "A value in the body is out of the range the database can hold."}

@@ -66,7 +66,9 @@ type webhookSettings struct {
 	slots   int            // deliveries the server sends at once; 0: none
 }
 
-var errWebhookLimit = errors.New("too many webhook endpoints") // the company has maxWebhookEndpoints
+// errWebhookLimit is the answer to an endpoint that would pass maxWebhookEndpoints.
+var errWebhookLimit error = &apiError{Status: http.StatusUnprocessableEntity, Code: "webhook_limit_reached",
+	Detail: fmt.Sprintf("A company may have at most %d webhook endpoints; delete one to add another.", maxWebhookEndpoints)}
 
 // webhookEndpoint is where a company wants its events posted.
 type webhookEndpoint struct {
