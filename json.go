@@ -53,16 +53,8 @@ func appendString(dst []byte, s string) []byte {
 		switch c {
 		case '"', '\\':
 			dst = append(dst, '\\', byte(c))
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
+		case '\b', '\t', '\n', '\f', '\r': // bytes 8, 9, 10, 12 and 13, in short form
+			dst = append(dst, '\\', "btn_fr"[c-'\b'])
 		case utf8.RuneError: // a byte of invalid UTF-8
 			dst = append(dst, `\ufffd`...)
 		case '\u2028', '\u2029':
