@@ -20,8 +20,9 @@ type newCompany struct {
 }
 
 // createCompany creates a company with its first user, default contact stages, a default board with
-// its stages, EUR as default currency, and an API key for that user, in one transaction.
-func (s *store) createCompany(ctx context.Context, name string) (newCompany, error) {
+// its stages, EUR as default currency, and an API key for that user, in one transaction, to which
+// each of seed adds its statements.
+func (s *store) createCompany(ctx context.Context, name string, seed ...func(*tx, newCompany)) (newCompany, error) {
 	var nc newCompany
 	err := s.write(ctx, func(tx *tx) error {
 		const qCompany = `INSERT INTO companies (name, default_currency_id) VALUES ($1, 978) RETURNING id` // 978: EUR
@@ -43,6 +44,9 @@ func (s *store) createCompany(ctx context.Context, name string) (newCompany, err
 		tx.queue(qStages, nc.CompanyID, boardID, []string{"Qualified", "Contact made", "Proposal sent", "Negotiation", "Closing"})
 		var err error
 		_, nc.APIKey, err = insertAPIKey(ctx, tx, nc.CompanyID, apiKey{Name: "first key", Scopes: []string{"*"}, UserID: nc.UserID})
+		for _, f := range seed {
+			f(tx, nc)
+		}
 		return err
 	})
 	return nc, err
@@ -80,24 +84,13 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 	nc := newCompany{APIKey: key}
 	err := s.db.QueryRowContext(ctx, `SELECT id FROM companies WHERE name = $1 ORDER BY id LIMIT 1`, demoCompanyName).Scan(&nc.CompanyID)
 	if errors.Is(err, sql.ErrNoRows) {
-		if nc, err = s.createCompany(ctx, demoCompanyName); err != nil {
-			return nc, err
-		}
-		return nc, s.seedDemo(ctx, nc)
+		return s.createCompany(ctx, demoCompanyName, seedDemo)
+	}
+	if err == nil {
+		err = s.db.QueryRowContext(ctx, `SELECT min(id) FROM users WHERE company_id = $1`, nc.CompanyID).Scan(&nc.UserID)
 	}
 	if err != nil {
 		return nc, fmt.Errorf("find demo company: %w", err)
-	}
-	// A run that stopped between making the company and seeding it (one transaction) left it bare.
-	var seeded bool
-	const qSeeded = `SELECT (SELECT min(id) FROM users WHERE company_id = $1), EXISTS (SELECT FROM organizations WHERE company_id = $1)`
-	if err := s.db.QueryRowContext(ctx, qSeeded, nc.CompanyID).Scan(&nc.UserID, &seeded); err != nil {
-		return nc, fmt.Errorf("look at the demo company: %w", err)
-	}
-	if !seeded {
-		if err := s.seedDemo(ctx, nc); err != nil {
-			return nc, err
-		}
 	}
 	if t, err := s.lookupAPIKey(ctx, hashKey(key)); err == nil && t.companyID == nc.CompanyID {
 		return nc, nil
@@ -106,8 +99,9 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 	return nc, err
 }
 
-// seedDemo fills a new demo company with sample organizations, users, contacts and business records.
-func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
+// seedDemo fills a new demo company with sample organizations, users, contacts and business records,
+// in the transaction that makes it.
+func seedDemo(tx *tx, nc newCompany) {
 	const qOrgs = `INSERT INTO organizations (company_id, name)
 		SELECT $1, unnest(ARRAY['Acme Corporation', 'Globex', 'Initech', 'Umbrella Logistics', 'Stark Industries'])`
 	const qUsers = `INSERT INTO users (company_id, name, surname, email) VALUES
@@ -135,15 +129,8 @@ func (s *store) seedDemo(ctx context.Context, nc newCompany) error {
 			(SELECT s.id FROM stages s JOIN boards b ON b.company_id = s.company_id AND b.id = s.board_id
 				WHERE s.company_id = $1 AND b.is_default ORDER BY s.position OFFSET i % 5 LIMIT 1)
 		FROM generate_series(1, 20) AS i`
-	err := s.write(ctx, func(tx *tx) error {
-		tx.queue(qOrgs, nc.CompanyID)
-		tx.queue(qUsers, nc.CompanyID)
-		tx.queue(qContacts, nc.CompanyID, nc.UserID)
-		tx.queue(qBusiness, nc.CompanyID, nc.UserID)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("seed the demo company: %w", err)
-	}
-	return nil
+	tx.queue(qOrgs, nc.CompanyID)
+	tx.queue(qUsers, nc.CompanyID)
+	tx.queue(qContacts, nc.CompanyID, nc.UserID)
+	tx.queue(qBusiness, nc.CompanyID, nc.UserID)
 }

@@ -60,18 +60,6 @@ func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
 	if r.status != 200 || !strings.Contains(string(r.body), `"surname":"García"`) {
 		t.Errorf("GET /v1/contacts?q=garc with the demo key = %d %.200s; want García contacts", r.status, r.body)
 	}
-	// A run stopped between making the demo company and seeding it left it bare: the next seeds it.
-	if _, err := st.db.Exec(`UPDATE companies SET name = 'Former demo' WHERE id = $1`, first.CompanyID); err != nil {
-		t.Fatal(err)
-	}
-	bare, err := st.createCompany(ctx, demoCompanyName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if seeded, err := st.demoCompany(ctx, bare.APIKey); err != nil || seeded.CompanyID != bare.CompanyID {
-		t.Errorf("demoCompany after a bare one = %+v, %v; want company %d", seeded, err, bare.CompanyID)
-	}
-	wantSeeded(bare.CompanyID)
 }
 
 func TestCreateCompanyMakesDefaults(t *testing.T) {
