@@ -20,15 +20,13 @@ import (
 const (
 	keyPrefixLen = 12
 	maxKeyLen    = 128
+	// keyCacheTTL is how long a resolved key is trusted without asking the database again: a revoked
+	// key stops working within this time on every server.
+	keyCacheTTL = 5 * time.Second
+	// maxCachedKeys bounds the cache; when full it is emptied and refills from the database.
+	maxCachedKeys = 100_000
+	knownRefresh  = 200 * time.Millisecond // the least time between two refreshes of the known keys
 )
-
-// keyCacheTTL is how long a resolved key is trusted without asking the database again: a revoked key
-// stops working within this time on every server.
-const keyCacheTTL = 5 * time.Second
-
-// maxCachedKeys bounds the cache; when full it is emptied (forgetting which keys it saw valid) and
-// refills from the database.
-const maxCachedKeys = 100_000
 
 // tenant is who a request acts as: the company that owns the key, the key's user, and the key
 // itself with its scopes and expiry.
@@ -41,9 +39,7 @@ type tenant struct {
 }
 
 // tenantOf returns the tenant the auth middleware resolved for r.
-func tenantOf(r *http.Request) tenant {
-	return requestInfo(r.Context()).tenant
-}
+func tenantOf(r *http.Request) tenant { return requestInfo(r.Context()).tenant }
 
 // authenticator resolves API keys to tenants, trusting a resolved key for keyCacheTTL so that a
 // request does not cost a database round trip for its key.
@@ -71,9 +67,6 @@ type authenticator struct {
 	loaded    time.Time    // when it began (refreshMu)
 	rebuilt   time.Time    // when the last refresh that made known anew began (refreshMu)
 }
-
-// knownRefresh is the least time between two refreshes of the known keys.
-const knownRefresh = 200 * time.Millisecond
 
 type cachedKey struct {
 	t       tenant
@@ -167,7 +160,6 @@ func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, er
 	return a.isKnown(h), nil
 }
 
-// isKnown reports whether known holds h.
 func (a *authenticator) isKnown(h uint64) bool {
 	a.knownMu.RLock()
 	defer a.knownMu.RUnlock()

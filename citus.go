@@ -39,9 +39,9 @@ func (s *store) distribute(ctx context.Context) error {
 	if _, err := tx.ExecContext(ctx, setUp, migrationLock); err != nil {
 		return err
 	}
-	// The statements, in order: a new cursor key (when the events move), drop the foreign keys of
-	// the tables Citus does not have yet, turn their count triggers off, make the reference tables,
-	// distribute the others, turn the triggers on, make the keys again.
+	// In order: a new cursor key (when the events move); drop the foreign keys of the tables Citus
+	// does not have yet, their count triggers off, the reference tables, the others distributed, the
+	// triggers on, the keys made again.
 	const q = `WITH todo AS (
 			SELECT c.oid, EXISTS (SELECT FROM pg_attribute a
 				WHERE a.attrelid = c.oid AND a.attname = 'company_id' AND NOT a.attisdropped) AS distributed
@@ -76,8 +76,7 @@ func (s *store) distribute(ctx context.Context) error {
 		return err
 	}
 	defer rows.Close()
-	// Collected first: tx runs no statement while rows is open, and Next's false closes it.
-	var stmts []string
+	var stmts []string // collected first: tx runs no statement while rows is open
 	for rows.Next() {
 		var stmt string
 		if err := rows.Scan(&stmt); err != nil {

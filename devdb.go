@@ -24,11 +24,9 @@ import (
 	"time"
 )
 
-// `rolodex dev`, and the local PostgreSQL it and the tests use: pg_ctl runs it from the server
-// binaries on the machine, with its data and log in a folder of its own, on loopback only.
-
-// cmdDev is `rolodex dev`: a local PostgreSQL in a folder, migrated, the demo company with its key
-// kept in the folder across runs, and the server, until ctx is done.
+// cmdDev is `rolodex dev`: a local PostgreSQL in a folder (localPG, which the tests use too),
+// migrated, the demo company with its key kept in the folder across runs, and the server, until ctx
+// is done.
 func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	flags := newFlags("dev", "dev [flags]", stderr)
 	dir := flags.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
@@ -93,8 +91,7 @@ type localPG struct {
 	port       int
 }
 
-// pgUser is the unprivileged account the server runs as when this process is root: PostgreSQL
-// refuses to run as root.
+// pgUser is the account the server runs as when this process is root, which PostgreSQL refuses.
 type pgUser struct {
 	name     string
 	uid, gid uint32
@@ -153,7 +150,6 @@ func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) 
 	return p, nil
 }
 
-// URL returns a connection URL for database dbname on this server.
 func (p *localPG) URL(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, url.PathEscape(dbname))
 }
@@ -235,7 +231,6 @@ func (p *localPG) pidFileLine(n int) string {
 	return ""
 }
 
-// logTail returns the last few KiB of the server's log, for error messages.
 func (p *localPG) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "postgres.log"))
 	return string(bytes.TrimSpace(b[max(0, len(b)-4<<10):]))
@@ -314,14 +309,10 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 	if exists {
 		return nil
 	}
-	// CREATE DATABASE takes no parameters: the name is quoted as an identifier.
-	if _, err := st.db.ExecContext(ctx, `CREATE DATABASE `+quoteIdent(name)); err != nil && pgCode(err) != "42P04" {
+	if _, err := st.db.ExecContext(ctx, `CREATE DATABASE `+quoteIdent(name)); err != nil && pgCode(err) != "42P04" { // no parameters here
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
 }
 
-// quoteIdent quotes a PostgreSQL identifier.
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

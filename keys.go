@@ -148,6 +148,19 @@ func (k *apiKey) fields() []bodyField {
 		{"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
 }
 
+// commaList is a list of strings a row holds as one comma-separated text (none has a comma).
+type commaList []string
+
+// Scan reads the list from that text.
+func (l *commaList) Scan(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("scan a comma-separated list from %T", v)
+	}
+	*l = strings.Split(s, ",")
+	return nil
+}
+
 // scopeList sets a non-empty list of scopes.
 func scopeList(p *commaList) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {

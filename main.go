@@ -467,14 +467,12 @@ func errNoRoute(r *http.Request) *apiError {
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return withStore(newFlags("migrate", "migrate [flags]", stderr), getenv, args, 0, func(st *store) error {
 		applied, err := st.migrate(ctx)
-		if err != nil {
-			return err
-		}
-		if len(applied) == 0 {
+		switch {
+		case err == nil && len(applied) == 0:
 			fmt.Fprintf(stdout, "schema is current (version %d)\n", latestSchemaVersion())
-			return nil
+		case err == nil:
+			fmt.Fprintf(stdout, "applied schema versions %v\n", applied)
 		}
-		fmt.Fprintf(stdout, "applied schema versions %v\n", applied)
-		return nil
+		return err
 	})
 }

@@ -22,10 +22,7 @@ const (
 	defaultAuthFailureLimit = 30  // failed authentications per minute per client address
 )
 
-// limitKey names one API key: its company and its id, the key's primary key.
-type limitKey struct {
-	companyID, keyID int64
-}
+type limitKey struct{ companyID, keyID int64 } // one API key: its primary key
 
 // bucket is one key's token bucket as of last. The zero bucket, refilling since the zero time, is
 // full: it is a new key's.

@@ -20,9 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// The store: the connection pool, the helpers the resources' SQL runs through, the mapping of
-// PostgreSQL's errors, and the embedded schema with its migrations. Each resource's statements are in
-// its own file (contacts.go, business.go, reference.go, auth.go, companies.go).
+// The store: the connection pool, the helpers every resource's SQL (in its own file) runs through,
+// the mapping of PostgreSQL's errors, and the embedded schema with its migrations.
 
 //go:embed schema/*.sql
 var schemaFS embed.FS
@@ -34,7 +33,6 @@ type store struct {
 	cursorKey        atomic.Pointer[[]byte] // signs list cursors; see listCursorKey
 }
 
-// dbConfig is how the pool is opened.
 type dbConfig struct {
 	url              string
 	maxConns         int
@@ -60,7 +58,6 @@ func openStore(cfg dbConfig) (*store, error) {
 	return &store{db: db, statementTimeout: cfg.statementTimeout}, nil
 }
 
-// Close closes the pool.
 func (s *store) Close() error { return s.db.Close() }
 
 // listCursorKey returns the key that signs list cursors (schema/0003_lists.sql), read once: every
@@ -91,8 +88,7 @@ type read struct {
 	rows func(rows) error
 }
 
-// rows are the rows of a read, from pgx.
-type rows interface {
+type rows interface { // of a read, from pgx
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
@@ -191,8 +187,7 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 	return t.read(ctx)
 }
 
-// errCommit marks the error of the round trip that commits a write: of COMMIT, or of a statement
-// queued last.
+// errCommit marks the error of the round trip that commits a write (COMMIT's, or a statement queued last).
 var errCommit = errors.New("commit")
 
 // write runs fn in a transaction (tx) and commits it, unless fn fails: then it rolls back and
@@ -226,19 +221,6 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 	})
 }
 
-// commaList is a list of strings a row holds as one comma-separated text (none has a comma).
-type commaList []string
-
-// Scan reads the list from that text.
-func (l *commaList) Scan(v any) error {
-	s, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("scan a comma-separated list from %T", v)
-	}
-	*l = strings.Split(s, ",")
-	return nil
-}
-
 // eachRow returns a read of q that scans each of its rows into one T and passes it to take.
 func eachRow[T any, P scanner[T]](q string, args []any, take func(P)) read {
 	return read{q, args, func(rows rows) error {
@@ -259,11 +241,10 @@ func rowsInto[T any, P scanner[T]](out *[]T, q string, args ...any) read {
 	return eachRow[T, P](q, args, func(v P) { *out = append(*out, *v) })
 }
 
-// deleteBatch is the most rows a retention DELETE removes, so that none holds its locks for long.
-const deleteBatch = 1000
-
-// backgroundTimeout bounds one statement of the servers' background work.
-const backgroundTimeout = 10 * time.Second
+const (
+	deleteBatch       = 1000             // the most rows a retention DELETE removes: none holds its locks long
+	backgroundTimeout = 10 * time.Second // bounds one statement of the servers' background work
+)
 
 // backgroundContext is the context of one statement of background work (retention, webhooks): a
 // server stopping (ctx done) lets the statement finish, within backgroundTimeout, instead of
@@ -370,8 +351,7 @@ func isDBUnavailable(err error) bool {
 // migrationLock is the pg_advisory_xact_lock key under which migrations run ("rolodex" in ASCII).
 const migrationLock = 0x726f6c6f646578
 
-// migration is one embedded schema file.
-type migration struct {
+type migration struct { // one embedded schema file
 	version int
 	name    string
 	sql     string
