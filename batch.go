@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Batch writes and upsert (API.md section 15): POST /v1/{resource}/batch/{create|update|delete|upsert}
@@ -33,6 +36,9 @@ const (
 	maxBatchItems  = 100
 	maxBatchAborts = 3
 )
+
+// batchesPerCompany is how many batches of a company run at once; more wait for their turn.
+const batchesPerCompany = 2
 
 // batchWrites are a resource's single writes, which its batches run once per item, and what its
 // upsert matches on by default ("": it has no upsert).
@@ -88,6 +94,14 @@ func (e *itemAborted) Unwrap() error { return e.err }
 // and object in item order, 207 when atomic is false and some item failed, else (atomic) 422 or 412
 // with an errors entry per failing item, nothing changed.
 func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[T], log *slog.Logger) http.Handler {
+	// Batches of the resource run a few at a time, and a company's fewer still, so that an import at
+	// any concurrency leaves the pool's connections (and the database's CPU) to other writes, and to
+	// other companies' batches: they wait here, holding nothing.
+	slots := make(chan struct{}, max(1, st.db.Stats().MaxOpenConnections/4))
+	var companySlots [64]chan struct{} // by company id, modulo 64: two companies may share
+	for i := range companySlots {
+		companySlots[i] = make(chan struct{}, batchesPerCompany)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.PathValue("op")
 		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.matchOn == "") {
@@ -103,6 +117,15 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 		if errs != nil {
 			writeError(w, r, log, errs)
 			return
+		}
+		for _, slot := range []chan struct{}{companySlots[t.companyID%int64(len(companySlots))], slots} {
+			select {
+			case slot <- struct{}{}:
+				defer func() { <-slot }()
+			case <-r.Context().Done():
+				writeError(w, r, log, r.Context().Err())
+				return
+			}
 		}
 		for aborts := 0; ; aborts++ {
 			a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
@@ -380,40 +403,154 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 			}
 		}
 	}
+	// Each item runs in a goroutine of its own, on a tx of its own that shares the connection: the
+	// items' statements go out together, one round trip for each step of the writes.
+	p := newPipeline(tx.c, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
 	for i, it := range items {
+		itx := p.txs[i]
 		if it.err != nil {
+			p.done()
 			continue
 		}
-		var err error
-		switch {
-		case op == "delete":
-			err, it.status = deleteObject[T, P](ctx, tx, res, t.companyID, it.id, nil), "deleted"
-		case op == "create" || op == "upsert" && it.id == 0:
-			var v T
-			if errs := applyCreate(it.members, P(&v).fields()); errs != nil {
-				err = fieldErrors(errs)
-				break
-			}
-			it.obj, err = bw.create(ctx, tx, t, v)
-			it.status = "created"
-		default:
-			it.obj, err = bw.update(ctx, tx, t, it.id, patch{members: it.members, versions: it.versions})
-			it.status = "updated"
-			if old := byID[it.id]; old != nil && string(P(old).appendJSON(nil)) == string(P(&it.obj).appendJSON(nil)) {
-				it.status = "unchanged" // nothing written: no updatedAt, no event
-			}
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[i] = fmt.Errorf("batch item %d: panic: %v", i, v)
+				}
+			}()
+			errs[i] = runItem[T, P](ctx, itx, res, bw, t, op, it, byID[it.id])
+		}()
+	}
+	wg.Wait()
+	for _, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
+		tx.queued.QueuedQueries = append(tx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+	}
+	if tx.c.PgConn().TxStatus() == 'E' {
+		return &itemAborted{index: p.blamed, err: errs[p.blamed]}
+	}
+	for i, err := range errs {
 		switch {
 		case err == nil:
-		case tx.c.PgConn().TxStatus() == 'E':
-			return &itemAborted{index: i, err: err}
 		case clientError(err) == nil:
 			return err
 		default:
-			it.err = err
+			items[i].err = err
 		}
 	}
 	return nil
+}
+
+// runItem runs one item through the resource's single write in tx, and sets its status and object.
+// old is the object it updates as it was locked, when it updates one.
+func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, bw batchWrites[T], t tenant, op string, it *batchItem[T], old *T) error {
+	var err error
+	switch {
+	case op == "delete":
+		err, it.status = deleteObject[T, P](ctx, tx, res, t.companyID, it.id, nil), "deleted"
+	case op == "create" || op == "upsert" && it.id == 0:
+		var v T
+		if errs := applyCreate(it.members, P(&v).fields()); errs != nil {
+			return fieldErrors(errs)
+		}
+		it.obj, err = bw.create(ctx, tx, t, v)
+		it.status = "created"
+	default:
+		it.obj, err = bw.update(ctx, tx, t, it.id, patch{members: it.members, versions: it.versions})
+		it.status = "updated"
+		if old != nil && string(P(old).appendJSON(nil)) == string(P(&it.obj).appendJSON(nil)) {
+			it.status = "unchanged" // nothing written: no updatedAt, no event
+		}
+	}
+	return err
+}
+
+// pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own
+// over the batch's connection: when every item still running waits for a round trip, their
+// statements go out together, in item order, as one. A create of 100 items is then 2 round trips
+// where one after the other it was 200.
+type pipeline struct {
+	c       *pgx.Conn
+	txs     []*tx // each item's
+	mu      sync.Mutex
+	running int                  // items neither done nor waiting
+	waiting map[*tx]chan<- error // the items waiting, each for the round trip of its statements
+	pending map[*tx]*pgx.Batch
+	blamed  int // the item whose statement failed a round trip first
+}
+
+// newPipeline returns the pipeline of n items over c, with their txs.
+func newPipeline(c *pgx.Conn, n int) *pipeline {
+	p := &pipeline{c: c, running: n, waiting: map[*tx]chan<- error{}, pending: map[*tx]*pgx.Batch{}}
+	for range n {
+		p.txs = append(p.txs, &tx{c: c, pipe: p})
+	}
+	return p
+}
+
+// send is tx.read's round trip: over the connection, or for an item through its pipeline.
+func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
+	if t.pipe == nil {
+		return t.c.SendBatch(ctx, b).Close()
+	}
+	done := make(chan error, 1)
+	p := t.pipe
+	p.mu.Lock()
+	p.waiting[t], p.pending[t] = done, b
+	p.running--
+	p.flushIfAllWait(ctx)
+	p.mu.Unlock()
+	return <-done
+}
+
+// done records that an item ended, which may leave every other item waiting.
+func (p *pipeline) done() {
+	p.mu.Lock()
+	p.running--
+	p.flushIfAllWait(context.Background())
+	p.mu.Unlock()
+}
+
+// flushIfAllWait sends, when no item is running, the waiting items' statements in item order as one
+// round trip, and wakes them. An error is every waiting item's; the first item whose statement
+// failed is blamed.
+func (p *pipeline) flushIfAllWait(ctx context.Context) {
+	if p.running > 0 || len(p.waiting) == 0 {
+		return
+	}
+	var b pgx.Batch
+	for i, t := range p.txs {
+		if p.pending[t] == nil {
+			continue
+		}
+		for _, qq := range p.pending[t].QueuedQueries {
+			fn := qq.Fn
+			qq.Fn = func(br pgx.BatchResults) error {
+				var err error
+				if fn == nil {
+					_, err = br.Exec()
+				} else {
+					err = fn(br)
+				}
+				if err != nil {
+					p.blamed = i
+				}
+				return err
+			}
+			b.QueuedQueries = append(b.QueuedQueries, qq)
+		}
+	}
+	err := p.c.SendBatch(ctx, &b).Close()
+	for _, done := range p.waiting {
+		done <- err
+	}
+	p.running += len(p.waiting)
+	clear(p.waiting)
+	clear(p.pending)
 }
 
 // batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (with
