@@ -135,7 +135,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 				return batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
 			})
 			var ab *itemAborted
-			if errors.As(err, &ab) && aborts < maxBatchAborts {
+			if errors.As(err, &ab) && aborts < maxBatchAborts && clientError(ab.err) != nil {
 				items[ab.index].pre = ab.err
 				continue
 			}
@@ -303,7 +303,7 @@ func memberRaw(members []member, name string) json.RawMessage {
 // duplicateError is the failure of an item for the same object or match value as item first.
 func duplicateError(field string, first int) error {
 	return &apiError{Status: http.StatusUnprocessableEntity, Code: "duplicate_in_request",
-		Detail: fmt.Sprintf("Another item, items[%d], is for the same object.", first),
+		Detail: fmt.Sprintf("Item %d of the batch is for the same object.", first),
 		Errors: []fieldError{{Field: field, Message: fmt.Sprintf("is the same as in item %d", first)}}}
 }
 
@@ -427,8 +427,10 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 		}()
 	}
 	wg.Wait()
-	for _, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
-		tx.queued.QueuedQueries = append(tx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
+		if errs[i] == nil {
+			tx.queued.QueuedQueries = append(tx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+		}
 	}
 	if tx.c.PgConn().TxStatus() == 'E' {
 		return &itemAborted{index: p.blamed, err: errs[p.blamed]}
