@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,37 +16,24 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Batch writes and upsert (API.md section 15): POST /v1/{resource}/batch/{create|update|delete|upsert}
-// runs 1 to 100 items in one transaction, each through the very function its single write runs
-// (createContact, updateContact, deleteObject, ...): the same validation, SQL, events and errors.
-// atomic (the default) commits all or nothing; atomic false commits the items that succeeded.
-//
-// An item that fails with a check (a bad field, a reference to nothing, not found, If-Match) leaves
-// the transaction usable, so the next items run and every failure is reported. An item whose
-// statement PostgreSQL refused (a race the checks could not see) aborts the transaction: then the
-// batch runs again from BEGIN without it, at most maxBatchAborts times, rather than wrapping every
-// item in a SAVEPOINT (a subtransaction per item; past 64 of them every snapshot on the server pays).
-//
-// Upsert matches in one statement under a transaction-scoped advisory lock per (company, resource,
-// normalised match value), taken in one statement in sorted order: concurrent upserts of one new
-// value, on any server, create one object; the later ones find it and patch it.
+// Batch writes and upsert (API.md section 15): 1 to 100 items in one transaction, each through the
+// very function its single write runs (createContact, deleteObject, ...). An item that fails a check
+// leaves the transaction usable, so every failure is reported; one whose statement PostgreSQL
+// refused (a race the checks missed) aborts it, and the batch runs again without that item rather
+// than pay a SAVEPOINT (a subtransaction) per item. Upsert matches under transaction-scoped advisory
+// locks on (company, resource, normalised value), taken in one statement in sorted order:
+// concurrent upserts of one new value, on any server, create one object.
 
 // maxBatchItems is the most items a batch takes; maxBatchAborts how often it starts again without an
-// item whose statement aborted the transaction.
-const (
-	maxBatchItems  = 100
-	maxBatchAborts = 3
-)
+// item whose statement aborted the transaction; batchesPerCompany how many of a company's batches
+// run at once (more wait for their turn).
+const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
 
-// batchesPerCompany is how many batches of a company run at once; more wait for their turn.
-const batchesPerCompany = 2
-
-// batchWrites are a resource's single writes, which its batches run once per item, and what its
-// upsert matches on by default ("": it has no upsert).
+// batchWrites are a resource's single writes, which its batches run, and what its upsert matches on.
 type batchWrites[T any] struct {
 	create   func(context.Context, *tx, tenant, T) (T, error)
 	update   func(context.Context, *tx, tenant, int64, patch) (T, error)
-	matchOn  string // the field an upsert matches on
+	matchOn  string // the field an upsert matches on ("": no upsert)
 	matchCol string // its normalised value in SQL: lower and trimmed; an index serves it
 }
 
@@ -72,14 +60,9 @@ type batchItem[T any] struct {
 	obj        T
 }
 
-// batchFailure is the answer of an atomic batch of which some item failed: nothing is committed,
-// and nothing is kept for its Idempotency-Key, so a corrected batch may be sent with the same one.
-type batchFailure struct {
-	status int
-	body   []byte
-}
-
-func (f *batchFailure) Error() string { return "batch failed" }
+// errBatchFailed rolls back an atomic batch of which some item failed, whose answer is then sent
+// without being kept for its Idempotency-Key: a corrected batch may be sent with the same one.
+var errBatchFailed = errors.New("batch failed")
 
 // itemAborted is the failure of item index whose statement aborted the batch's transaction.
 type itemAborted struct {
@@ -90,13 +73,11 @@ type itemAborted struct {
 func (e *itemAborted) Error() string { return fmt.Sprintf("batch item %d: %v", e.index, e.err) }
 func (e *itemAborted) Unwrap() error { return e.err }
 
-// handleBatch answers POST /v1/{resource}/batch/{op}: 200 {"data": [...]} with each item's status
-// and object in item order, 207 when atomic is false and some item failed, else (atomic) 422 or 412
-// with an errors entry per failing item, nothing changed.
+// handleBatch answers POST /v1/{resource}/batch/{op}: 200 {"data": [...]} (207 when atomic is false
+// and some item failed), else 422 or 412 with an errors entry per failing item, nothing changed.
 func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[T], log *slog.Logger) http.Handler {
-	// Batches of the resource run a few at a time, and a company's fewer still, so that an import at
-	// any concurrency leaves the pool's connections (and the database's CPU) to other writes, and to
-	// other companies' batches: they wait here, holding nothing.
+	// Batches run a few at a time, a company's fewer still, so that an import leaves the pool's
+	// connections and the database's CPU to other writes: they wait here, holding nothing.
 	slots := make(chan struct{}, max(1, st.db.Stats().MaxOpenConnections/4))
 	var companySlots [64]chan struct{} // by company id, modulo 64: two companies may share
 	for i := range companySlots {
@@ -128,21 +109,21 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 			}
 		}
 		for aborts := 0; ; aborts++ {
+			var ans answer // also an atomic failure's, which errBatchFailed rolls back
 			a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
-				if err := runBatch[T, P](r.Context(), tx, res, bw, t, op, items); err != nil {
-					return answer{}, err
+				err := runBatch[T, P](r.Context(), tx, res, bw, t, op, items)
+				if err == nil {
+					ans, err = batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
 				}
-				return batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
+				return ans, err
 			})
 			var ab *itemAborted
 			if errors.As(err, &ab) && aborts < maxBatchAborts && clientError(ab.err) != nil {
 				items[ab.index].pre = ab.err
 				continue
 			}
-			var bf *batchFailure
-			if errors.As(err, &bf) {
-				writeProblemBody(w, bf.status, bf.body)
-				return
+			if errors.Is(err, errBatchFailed) {
+				a, err = ans, nil
 			}
 			if err != nil {
 				writeError(w, r, log, err)
@@ -200,27 +181,20 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 	}
 	seen := map[int64]int{}
 	for i, it := range items { // two items for one object: which one wins would be a guess
-		switch first, dup := seen[it.id]; {
-		case it.pre != nil || op == "create" || op == "upsert":
-		case dup:
+		raw := memberRaw(it.members, matchOn)
+		it.key, _ = jsonString(raw, 255)
+		first, dup := seen[it.id]
+		switch {
+		case it.pre != nil || op == "create":
+		case op == "upsert" && raw == nil:
+			it.pre = fieldErrors{{Field: matchOn, Message: "is required to match on"}}
+		case op == "upsert" && strings.TrimSpace(it.key) == "":
+			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
+		case op != "upsert" && dup:
 			it.pre = duplicateError("id", first)
 		default:
 			seen[it.id] = i
 		}
-	}
-	for _, it := range items {
-		if op != "upsert" || it.pre != nil {
-			continue
-		}
-		raw := memberRaw(it.members, matchOn)
-		s, msg := jsonString(raw, 255)
-		switch {
-		case raw == nil:
-			it.pre = fieldErrors{{Field: matchOn, Message: "is required to match on"}}
-		case msg != "" || strings.TrimSpace(s) == "":
-			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
-		}
-		it.key = s
 	}
 	return items, atomic, nil
 }
@@ -280,11 +254,8 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 
 // readItemID reads an id given as a string of digits or a JSON integer; 0 when it is not one.
 func readItemID(raw json.RawMessage) int64 {
-	s := string(raw)
-	if uq, err := strconv.Unquote(s); err == nil && s[0] == '"' {
-		s = uq
-	}
-	if id, ok := parseID(s); ok {
+	s, _ := jsonString(raw, 20) // "" when raw is a JSON number: then its text
+	if id, ok := parseID(cmp.Or(s, string(raw))); ok {
 		return id
 	}
 	return 0
@@ -292,13 +263,20 @@ func readItemID(raw json.RawMessage) int64 {
 
 // memberRaw returns the value of the member named name, or nil.
 func memberRaw(members []member, name string) json.RawMessage {
-	for _, m := range members {
-		if m.name == name {
-			return m.raw
-		}
+	i := slices.IndexFunc(members, func(m member) bool { return m.name == name })
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return members[i].raw
 }
+
+// matchRow is an object's id (0: none) and its normalised match value.
+type matchRow struct {
+	id  int64
+	key string
+}
+
+func (m *matchRow) scanDest() []any { return []any{&m.id, &m.key} }
 
 // duplicateError is the failure of an item for the same object or match value as item first.
 func duplicateError(field string, first int) error {
@@ -307,10 +285,9 @@ func duplicateError(field string, first int) error {
 		Errors: []fieldError{{Field: field, Message: fmt.Sprintf("is the same as in item %d", first)}}}
 }
 
-// runBatch runs the batch's items in tx, each through the resource's single write, and records how
-// each ended. It returns an *itemAborted when an item's statement aborted the transaction, and an
-// error that is no item's (the database, a kept Idempotency-Key) as it is.
-func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T]) error {
+// runBatch runs the items in btx, each through the resource's single write, and records how each
+// ended; an *itemAborted when an item's statement aborted the transaction, another error as it is.
+func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T]) error {
 	var ids []int64
 	var keys []string
 	for _, it := range items {
@@ -327,44 +304,20 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 	matched := map[string][]int64{} // upsert: the ids of the objects that hold each normalised value
 	var norms []string              // upsert: each item's normalised value, in the order of keys
 	if op == "upsert" {
-		// Values compare as PostgreSQL's lower(btrim(...)) has them, in every statement: the lock's
-		// key, the items' and the objects'. Each lock is taken in the order of its value.
+		// Values compare as PostgreSQL's lower(btrim(...)) has them in every statement: the locks'
+		// keys (each taken in the order of its value), the items' and the objects'.
 		const values = `(SELECT lower(btrim(v)) FROM unnest($2::text[]) AS v)`
+		btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
+			FROM (SELECT DISTINCT lower(btrim(v)) AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`, t.companyID, keys, res.table)
 		reads = []read{
-			{`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
-				FROM (SELECT DISTINCT lower(btrim(v)) AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`,
-				[]any{t.companyID, keys, res.table}, func(rs rows) error {
-					for rs.Next() {
-					}
-					return rs.Err()
-				}},
-			{`SELECT lower(btrim(v)) FROM unnest($1::text[]) WITH ORDINALITY AS u(v, i) ORDER BY i`, []any{keys},
-				func(rs rows) error {
-					for rs.Next() {
-						var k string
-						if err := rs.Scan(&k); err != nil {
-							return err
-						}
-						norms = append(norms, k)
-					}
-					return rs.Err()
-				}},
+			eachRow[matchRow](`SELECT 0, lower(btrim(v)) FROM unnest($1::text[]) WITH ORDINALITY AS u(v, i) ORDER BY i`,
+				[]any{keys}, func(m *matchRow) { norms = append(norms, m.key) }),
 			rowsInto[T, P](&olds, res.selectSQL+` AND `+bw.matchCol+` IN `+values+` ORDER BY id FOR UPDATE`, t.companyID, keys),
-			{`SELECT id, ` + bw.matchCol + ` FROM ` + res.table + ` WHERE company_id = $1 AND ` + bw.matchCol + ` IN ` + values,
-				[]any{t.companyID, keys}, func(rs rows) error {
-					for rs.Next() {
-						var id int64
-						var k string
-						if err := rs.Scan(&id, &k); err != nil {
-							return err
-						}
-						matched[k] = append(matched[k], id)
-					}
-					return rs.Err()
-				}},
+			eachRow[matchRow](`SELECT id, `+bw.matchCol+` FROM `+res.table+` WHERE company_id = $1 AND `+bw.matchCol+` IN `+values,
+				[]any{t.companyID, keys}, func(m *matchRow) { matched[m.key] = append(matched[m.key], m.id) }),
 		}
 	}
-	if err := tx.read(ctx, reads...); err != nil {
+	if err := btx.read(ctx, reads...); err != nil {
 		return err
 	}
 	byID := map[int64]*T{}
@@ -373,13 +326,12 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 	}
 	if op == "upsert" {
 		seen := map[string]int{}
-		n := 0
 		for i, it := range items {
 			if it.err != nil {
 				continue
 			}
-			k := norms[n]
-			n++
+			k := norms[0]
+			norms = norms[1:]
 			first, dup := seen[k]
 			switch ids := matched[k]; {
 			case dup:
@@ -405,7 +357,10 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 	}
 	// Each item runs in a goroutine of its own, on a tx of its own that shares the connection: the
 	// items' statements go out together, one round trip for each step of the writes.
-	p := newPipeline(tx.c, len(items))
+	p := &pipeline{c: btx.c, running: len(items), waiting: map[*tx]chan<- error{}, pending: map[*tx][]*pgx.QueuedQuery{}}
+	for range items {
+		p.txs = append(p.txs, &tx{c: btx.c, pipe: p})
+	}
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
@@ -429,10 +384,10 @@ func runBatch[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, 
 	wg.Wait()
 	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
 		if errs[i] == nil {
-			tx.queued.QueuedQueries = append(tx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+			btx.queued.QueuedQueries = append(btx.queued.QueuedQueries, itx.queued.QueuedQueries...)
 		}
 	}
-	if tx.c.PgConn().TxStatus() == 'E' {
+	if btx.c.PgConn().TxStatus() == 'E' {
 		return &itemAborted{index: p.blamed, err: errs[p.blamed]}
 	}
 	for i, err := range errs {
@@ -471,27 +426,17 @@ func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, b
 	return err
 }
 
-// pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own
-// over the batch's connection: when every item still running waits for a round trip, their
-// statements go out together, in item order, as one. A create of 100 items is then 2 round trips
-// where one after the other it was 200.
+// pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own over
+// the batch's connection: when every item still running waits, their statements go out together,
+// in item order. A create of 100 items is then 2 round trips where one after the other it was 200.
 type pipeline struct {
 	c       *pgx.Conn
 	txs     []*tx // each item's
 	mu      sync.Mutex
 	running int                  // items neither done nor waiting
 	waiting map[*tx]chan<- error // the items waiting, each for the round trip of its statements
-	pending map[*tx]*pgx.Batch
+	pending map[*tx][]*pgx.QueuedQuery
 	blamed  int // the item whose statement failed a round trip first
-}
-
-// newPipeline returns the pipeline of n items over c, with their txs.
-func newPipeline(c *pgx.Conn, n int) *pipeline {
-	p := &pipeline{c: c, running: n, waiting: map[*tx]chan<- error{}, pending: map[*tx]*pgx.Batch{}}
-	for range n {
-		p.txs = append(p.txs, &tx{c: c, pipe: p})
-	}
-	return p
 }
 
 // send is tx.read's round trip: over the connection, or for an item through its pipeline.
@@ -499,10 +444,9 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	if t.pipe == nil {
 		return t.c.SendBatch(ctx, b).Close()
 	}
-	done := make(chan error, 1)
-	p := t.pipe
+	p, done := t.pipe, make(chan error, 1)
 	p.mu.Lock()
-	p.waiting[t], p.pending[t] = done, b
+	p.waiting[t], p.pending[t] = done, b.QueuedQueries
 	p.running--
 	p.flushIfAllWait(ctx)
 	p.mu.Unlock()
@@ -526,18 +470,13 @@ func (p *pipeline) flushIfAllWait(ctx context.Context) {
 	}
 	var b pgx.Batch
 	for i, t := range p.txs {
-		if p.pending[t] == nil {
-			continue
-		}
-		for _, qq := range p.pending[t].QueuedQueries {
+		for _, qq := range p.pending[t] {
 			fn := qq.Fn
+			if fn == nil {
+				fn = func(br pgx.BatchResults) error { _, err := br.Exec(); return err }
+			}
 			qq.Fn = func(br pgx.BatchResults) error {
-				var err error
-				if fn == nil {
-					_, err = br.Exec()
-				} else {
-					err = fn(br)
-				}
+				err := fn(br)
 				if err != nil {
 					p.blamed = i
 				}
@@ -557,7 +496,7 @@ func (p *pipeline) flushIfAllWait(ctx context.Context) {
 
 // batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (with
 // its expansions, loaded for all of them at once), 207 when atomic is false and some failed; an
-// atomic batch of which some failed is a *batchFailure instead.
+// atomic batch of which some failed is answered 422 (412) with errBatchFailed.
 func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items []*batchItem[T], atomic bool, exps []expansion) (answer, error) {
 	var objs []T
 	failed, preconditions := 0, 0
@@ -573,7 +512,7 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 		}
 	}
 	if atomic && failed > 0 {
-		f := &batchFailure{status: http.StatusUnprocessableEntity}
+		f := answer{status: http.StatusUnprocessableEntity}
 		if preconditions == failed {
 			f.status = http.StatusPreconditionFailed
 		}
@@ -595,7 +534,7 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			}
 		}
 		f.body = append(f.body, "]}\n"...)
-		return answer{}, f
+		return f, errBatchFailed
 	}
 	rel, err := loadRelated[T, P](r.Context(), tx.read, t.companyID, exps, objs)
 	if err != nil {
@@ -646,19 +585,15 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 // ("items[3].email"), and one entry at least: its id or ifMatch when no field is at fault.
 func (it *batchItem[T]) problem() *apiError {
 	ae := *clientError(it.err)
-	if ae.Errors == nil {
-		field := it.idField
+	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
+		ae.Errors = []fieldError{{Field: it.idField, Message: ae.Detail}}
 		if errors.Is(it.err, errPreconditionFailed) {
-			field = "ifMatch"
+			ae.Errors[0].Field = "ifMatch"
 		}
-		ae.Errors = []fieldError{{Field: field, Message: ae.Detail}}
 	}
 	errs := make([]fieldError, len(ae.Errors))
 	for i, fe := range ae.Errors {
-		errs[i] = fieldError{Field: it.at, Message: fe.Message}
-		if fe.Field != "" {
-			errs[i].Field += "." + fe.Field
-		}
+		errs[i] = fieldError{Field: strings.TrimSuffix(it.at+"."+fe.Field, "."), Message: fe.Message}
 	}
 	ae.Errors = errs
 	return &ae
