@@ -135,8 +135,12 @@ func TestBatchCreateRunsEachItemAsASingleCreate(t *testing.T) {
 		t.Errorf("%d contact.created events with the request id; want 3", n)
 	}
 	// Business and organizations take the same batches.
-	wantBatch(t, c.key, "/v1/business/batch/create", `{"items": [{"title": "Deal", "value": 0.1}, {"title": "Other"}]}`,
+	deals := wantBatch(t, c.key, "/v1/business/batch/create", `{"items": [{"title": "Deal", "value": 0.1}, {"title": "Other"}]}`,
 		http.StatusOK, "created", "created")
+	// Their statements went out side by side, yet each took its own end of the stage, in item order.
+	if p0, p1 := deals.Data[0].Object["position"], deals.Data[1].Object["position"]; fmt.Sprint(p0) != "1" || fmt.Sprint(p1) != "2" {
+		t.Errorf("positions %v, %v; want 1, 2", p0, p1)
+	}
 	wantBatch(t, c.key, "/v1/organizations/batch/create", `{"items": [{"name": "Acme"}]}`, http.StatusOK, "created")
 }
 
@@ -412,4 +416,35 @@ func TestOrganizationsUpdateDeleteAndInUse(t *testing.T) {
 	// A key that only reads organizations may not change them.
 	ro := *makeKey(t, c.key, "organizations:read").Key
 	wantProblem(t, call(t, "POST", "/v1/organizations/batch/create", ro, `{"items": [{"name": "X"}]}`), http.StatusForbidden, "insufficient_scope")
+}
+
+func TestBatchUpdatesOfTheSameObjectsInAnyOrderDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	b := wantBatch(t, c.key, "/v1/contacts/batch/create", items(50, func(i int) string { return `{"name": "Same"}` }, ""), http.StatusOK,
+		strings.Split(strings.Repeat("created ", 50), " ")[:50]...)
+	var wg sync.WaitGroup
+	fails := make(chan string, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			up := make([]string, len(b.Data))
+			for j, d := range b.Data { // half the requests in one order, half in the other
+				if i%2 == 1 {
+					d = b.Data[len(b.Data)-1-j]
+				}
+				up[j] = fmt.Sprintf(`{"id": "%d", "city": "City %d"}`, d.Object.id(), i)
+			}
+			r, err := send(nil, testEnv.baseURL, "POST", "/v1/contacts/batch/update", c.key, `{"items": [`+strings.Join(up, ",")+`]}`)
+			if err != nil || r.status != http.StatusOK {
+				fails <- fmt.Sprintf("request %d: %v %d %.300s", i, err, r.status, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(fails)
+	for f := range fails {
+		t.Error(f)
+	}
 }
