@@ -421,11 +421,11 @@ func TestOrganizationsUpdateDeleteAndInUse(t *testing.T) {
 func TestBatchUpdatesOfTheSameObjectsInAnyOrderDoNotDeadlock(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	b := wantBatch(t, c.key, "/v1/contacts/batch/create", items(50, func(i int) string { return `{"name": "Same"}` }, ""), http.StatusOK,
-		strings.Split(strings.Repeat("created ", 50), " ")[:50]...)
+	b := wantBatch(t, c.key, "/v1/contacts/batch/create", items(30, func(i int) string { return `{"name": "Same"}` }, ""), http.StatusOK,
+		strings.Split(strings.Repeat("created ", 30), " ")[:30]...)
 	var wg sync.WaitGroup
-	fails := make(chan string, 20)
-	for i := range 20 {
+	fails := make(chan string, 10)
+	for i := range 10 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -436,9 +436,12 @@ func TestBatchUpdatesOfTheSameObjectsInAnyOrderDoNotDeadlock(t *testing.T) {
 				}
 				up[j] = fmt.Sprintf(`{"id": "%d", "city": "City %d"}`, d.Object.id(), i)
 			}
-			r, err := send(nil, testEnv.baseURL, "POST", "/v1/contacts/batch/update", c.key, `{"items": [`+strings.Join(up, ",")+`]}`)
-			if err != nil || r.status != http.StatusOK {
-				fails <- fmt.Sprintf("request %d: %v %d %.300s", i, err, r.status, r.body)
+			for range 3 { // each client waits for its answer before it sends again
+				r, err := send(nil, testEnv.baseURL, "POST", "/v1/contacts/batch/update", c.key, `{"items": [`+strings.Join(up, ",")+`]}`)
+				if err != nil || r.status != http.StatusOK {
+					fails <- fmt.Sprintf("request %d: %v %d %.300s", i, err, r.status, r.body)
+					return
+				}
 			}
 		}()
 	}
