@@ -28,6 +28,7 @@ type resource struct {
 	expansions []expansion // what expand[] may embed in its objects
 	parent     *resource   // for a list of one object's objects (deliveries): the resource the path's {id} names
 	parentCol  string      // the column of that id
+	inUse      string      // SELECT whether others reference object $2 of company $1: its delete is 409 <event>_in_use
 }
 
 // object is what the shared handlers need of the objects they serve; contacts.go, business.go and
@@ -349,6 +350,11 @@ func lockObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource
 // Round trips: the lock (with BEGIN); the DELETE and the event go with COMMIT.
 func deleteObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) error {
 	v, _, _, err := lockObject[T, P](ctx, tx, res, companyID, id, patch{versions: versions})
+	if used := false; err == nil && res.inUse != "" { // the row lock keeps new references out until COMMIT
+		if err = tx.queryRow(ctx, res.inUse, []any{companyID, id}, &used); err == nil && used {
+			err = &apiError{Status: http.StatusConflict, Code: res.event + "_in_use", Detail: "Other objects still reference this " + res.event + "; point them elsewhere or delete them first."}
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -138,8 +138,10 @@ func (c *country) scanDest() []any  { return append(c.status.scanDest(), &c.Alph
 var (
 	users = &resource{path: "/v1/users", lists: &listSpec{},
 		selectSQL: `SELECT id, name, surname, email, created_at, updated_at FROM users WHERE company_id = $1`}
-	organizations = &resource{path: "/v1/organizations", lists: &listSpec{}, event: "organization",
-		selectSQL: `SELECT id, name, created_at, updated_at FROM organizations WHERE company_id = $1`}
+	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{}, event: "organization",
+		selectSQL: `SELECT id, name, created_at, updated_at FROM organizations WHERE company_id = $1`,
+		inUse: `SELECT EXISTS (SELECT FROM contacts WHERE company_id = $1 AND organization_id = $2)
+			OR EXISTS (SELECT FROM business WHERE company_id = $1 AND organization_id = $2)`}
 	stages = &resource{path: "/v1/stages", lists: &listSpec{filters: []filter{{name: "boardId", col: "board_id"}}},
 		selectSQL: `SELECT id, board_id, name, position, created_at, updated_at FROM stages WHERE company_id = $1`}
 	boards = &resource{path: "/v1/boards", lists: &listSpec{},
@@ -166,5 +168,21 @@ func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
 	recordEvent(ctx, tx, t.companyID, "organization.created", o.appendJSON(nil), nil)
+	return o, nil
+}
+
+// updateOrganization applies p to the company's organization id in tx, like updateContact. Round
+// trips: the lock (with BEGIN), the UPDATE; the event goes with COMMIT.
+func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch) (organization, error) {
+	old, o, changed, err := lockObject[organization](ctx, tx, organizations, t.companyID, id, p)
+	if err != nil || !changed {
+		return o, err
+	}
+	const q = `UPDATE organizations SET name = $3, updated_at = greatest(date_trunc('milliseconds', now()),
+		one_ms_after(updated_at)) WHERE company_id = $1 AND id = $2 RETURNING updated_at`
+	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name}, &o.UpdatedAt); err != nil {
+		return o, fmt.Errorf("update organization %d: %w", id, mapWriteError(err))
+	}
+	recordEvent(ctx, tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))
 	return o, nil
 }

@@ -157,6 +157,7 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 type tx struct {
 	c      *pgx.Conn
 	queued pgx.Batch
+	pipe   *pipeline // a batch item's: its round trips go out with the other items' (batch.go)
 }
 
 // queue adds q to what goes out with the next round trip. If it fails, that round trip returns its
@@ -177,7 +178,7 @@ func (t *tx) read(ctx context.Context, reads ...read) error {
 	}
 	b := t.queued
 	t.queued = pgx.Batch{}
-	return t.c.SendBatch(ctx, &b).Close()
+	return t.send(ctx, &b)
 }
 
 // queryRow sends what is queued and then q, and scans q's one row into dest (an error where

@@ -3,7 +3,9 @@
 // PostgreSQL of its own, kept in BENCH_DIR for the next run; runs wrk on each scenario against each
 // server for ROUNDS rounds; and writes the medians to bench/RESULTS.md. Without BASELINE, each
 // scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves.
-// events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL.
+// events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL. Last,
+// BENCH_IMPORT contacts are imported into new companies by batches of 100 and by single creates
+// (importBench).
 package main
 
 import (
@@ -28,6 +30,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,9 +72,9 @@ var healthz = scenario{"/healthz", "GET", "/healthz", "", false}
 
 // config is the benchmark's knobs, from the environment (the Makefile passes them through).
 type config struct {
-	seconds, rounds, contacts int
-	dir, baseline, command    string
-	scenarios                 []scenario
+	seconds, rounds, contacts, imports int
+	dir, baseline, command             string
+	scenarios                          []scenario
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids.
@@ -228,6 +232,13 @@ next:
 		notes = append(notes, fmt.Sprintf("%s / %s req/s, paired by round: median (range): %s", s.name, picked[p].name, strings.Join(per, "; ")))
 	}
 	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
+	if cfg.imports > 0 {
+		section, err := importBench(ctx, stdout, filepath.Join(tmp, "new"), dbURL, bases[0], cfg.imports)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		report += section
+	}
 	for _, n := range notes {
 		report += "\n" + n + "\n"
 	}
@@ -258,6 +269,9 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.contacts, err = strconv.Atoi(or("BENCH_CONTACTS", "20000")); err != nil || cfg.contacts < 100 {
 		return cfg, fmt.Errorf("BENCH_CONTACTS=%q: want an integer of at least 100", getenv("BENCH_CONTACTS"))
+	}
+	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
+		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
 		cfg.scenarios = nil
@@ -812,3 +826,136 @@ func middle(xs []float64) float64 {
 
 // ms renders nanoseconds as milliseconds.
 func ms(ns float64) string { return fmt.Sprintf("%.2f ms", ns/1e6) }
+
+// importConns is the concurrency of the import, single creates and batches alike (wrk's -c32).
+const importConns = 32
+
+// importBench imports n contacts into a new company by single creates, and n into another by
+// batches of 100, each at importConns concurrent requests, on the new server at base; then measures
+// a third company's single creates (4 clients, 5 s) alone and while a fourth imports by batches.
+// It returns the section of RESULTS.md, and deletes the companies it made.
+func importBench(ctx context.Context, stdout io.Writer, bin, dbURL, base string, n int) (string, error) {
+	var cs []company
+	defer func() {
+		if db, err := sql.Open("pgx", dbURL); err == nil {
+			for _, c := range cs {
+				db.ExecContext(ctx, `DELETE FROM companies WHERE id = $1`, c.ID)
+			}
+			db.Close()
+		}
+	}()
+	for i := range 4 {
+		out, err := runCmd(ctx, "", []string{"DATABASE_URL=" + dbURL}, bin, "company", "create", "-name", fmt.Sprint("Import ", i))
+		if err != nil {
+			return "", err
+		}
+		var c company
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			return "", fmt.Errorf("company create printed %q: %w", out, err)
+		}
+		cs = append(cs, c)
+	}
+	single, err := importContacts(ctx, base, cs[0].Key, n, 1, importConns, nil)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "  import by single creates: %.0f rows/s\n", single)
+	batched, err := importContacts(ctx, base, cs[1].Key, n, 100, importConns, nil)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "  import by batches of 100: %.0f rows/s\n", batched)
+	alone, err := timedCreates(ctx, base, cs[2].Key, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { _, err := importContacts(ctx, base, cs[3].Key, 10*n, 100, importConns, stop); done <- err }()
+	time.Sleep(time.Second) // the import under way
+	during, err := timedCreates(ctx, base, cs[2].Key, 5*time.Second)
+	close(stop)
+	if ierr := <-done; err == nil {
+		err = ierr
+	}
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(stdout, "  another company's creates: %.0f/s alone, %.0f/s during an import\n", alone, during)
+	return fmt.Sprintf("\n## Import (API.md section 15)\n\n%d contacts into an empty company, %d concurrent requests, on the new server:\n\n"+
+		"| import | rows/s | time |\n|---|---:|---:|\n| single creates | %.0f | %.1f s |\n| batches of 100 | %.0f | %.1f s |\n\n"+
+		"Batches against single creates: **%.2fx** the rows per second (target: at least 4x).\n\n"+
+		"Another company's single creates (4 clients, 5 s): %.0f/s alone, %.0f/s while a third imports by batches at %d "+
+		"concurrent requests: **%.0f%%** (target: at least 80%%).\n",
+		n, importConns, single, float64(n)/single, batched, float64(n)/batched, batched/single, alone, during, importConns, 100*during/alone), nil
+}
+
+// importContacts creates n contacts in the key's company at base by conns concurrent clients,
+// batch a request (1: POST /v1/contacts; more: POST /v1/contacts/batch/create), until all are in
+// or stop closes, and returns the contacts created per second.
+func importContacts(ctx context.Context, base, key string, n, batch, conns int, stop <-chan struct{}) (float64, error) {
+	var next, created atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, conns)
+	start := time.Now()
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				first := next.Add(int64(batch)) - int64(batch)
+				if first >= int64(n) {
+					return
+				}
+				path, body := "/v1/contacts", fmt.Sprintf(`{"name":"Import","surname":"Row %d","email":"row%d@example.com","countryId":724}`, first, first)
+				if batch > 1 {
+					items := make([]string, batch)
+					for i := range items {
+						items[i] = fmt.Sprintf(`{"name":"Import","surname":"Row %d","email":"row%d@example.com","countryId":724}`, first+int64(i), first+int64(i))
+					}
+					path, body = "/v1/contacts/batch/create", `{"items":[`+strings.Join(items, ",")+`]}`
+				}
+				if err := post(ctx, base+path, key, body); err != nil {
+					errs <- err
+					return
+				}
+				created.Add(int64(batch))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return float64(created.Load()) / time.Since(start).Seconds(), <-errs
+}
+
+// timedCreates runs single creates in the key's company by 4 clients for d, and returns creates per second.
+func timedCreates(ctx context.Context, base, key string, d time.Duration) (float64, error) {
+	stop := make(chan struct{})
+	time.AfterFunc(d, func() { close(stop) })
+	return importContacts(ctx, base, key, 1<<40, 1, 4, stop)
+}
+
+// post POSTs body to url as key and fails unless the answer is 2xx.
+func post(ctx context.Context, url, key, body string) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s answered %s: %.300s", url, resp.Status, b)
+	}
+	return nil
+}

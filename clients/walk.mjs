@@ -281,6 +281,28 @@ const notAllowed = await step('405: a method the path does not have', { via: 'la
 checkProblem('405 body', notAllowed, 405);
 expect('405 names the allowed methods', notAllowed?.headers?.get('allow') === 'GET, HEAD, PATCH, DELETE', `Allow: ${notAllowed?.headers?.get('allow')}`);
 
+// Batches and upsert (API.md section 15), with the document's own examples where they run as they are.
+const example = (path, name) => doc.paths[path].post.requestBody.content['application/json'].examples[name].value;
+const madeContacts = await step('batch: create contacts', { method: 'POST', path: '/v1/contacts/batch/create?expand[]=organization', body: example('/v1/contacts/batch/{op}', 'create'), want: 200 });
+const batchIds = (madeContacts?.body?.data ?? []).map(d => d.object.id);
+await step('batch: upsert contacts by e-mail', { method: 'POST', path: '/v1/contacts/batch/upsert', body: example('/v1/contacts/batch/{op}', 'upsert'), want: 200 });
+await step('batch: update contacts, a stale ifMatch: 207', { method: 'POST', path: '/v1/contacts/batch/update',
+  body: { atomic: false, items: [{ id: batchIds[0], city: 'Arlington' }, { id: batchIds[1], ifMatch: '"999"', jobTitle: 'Mathematician' }] }, want: 207 });
+await step('batch: 422 for an atomic batch with a bad item', { via: 'lax', method: 'POST', path: '/v1/contacts/batch/create', body: { items: [{ name: 'Fine' }, { name: 'Bad', email: 'nope' }] }, want: 422 });
+await step('batch: delete contacts', { method: 'POST', path: '/v1/contacts/batch/delete', body: { ids: batchIds }, want: 200 });
+const madeDeals = await step('batch: create business records', { method: 'POST', path: '/v1/business/batch/create', body: example('/v1/business/batch/{op}', 'create'), want: 200 });
+const dealIds = (madeDeals?.body?.data ?? []).map(d => d.object.id);
+await step('batch: update business records', { method: 'POST', path: '/v1/business/batch/update', body: { items: [{ id: dealIds[0], value: 1500 }] }, want: 200 });
+await step('batch: delete business records', { method: 'POST', path: '/v1/business/batch/delete', body: { ids: dealIds }, want: 200 });
+const madeOrgs = await step('batch: create organizations', { method: 'POST', path: '/v1/organizations/batch/create', body: example('/v1/organizations/batch/{op}', 'create'), want: 200 });
+const batchOrgIds = (madeOrgs?.body?.data ?? []).map(d => d.object.id);
+const upserted = await step('batch: upsert organizations by name', { method: 'POST', path: '/v1/organizations/batch/upsert', body: example('/v1/organizations/batch/{op}', 'upsert'), want: 200 });
+batchOrgIds.push(...(upserted?.body?.data ?? []).filter(d => d.status === 'created').map(d => d.object.id));
+await step('update an organization', { method: 'PATCH', path: `/v1/organizations/${batchOrgIds[0]}`, body: { name: 'Globex Corporation' }, want: 200 });
+await step('409: delete an organization still referenced', { method: 'DELETE', path: `/v1/organizations/${orgId}`, want: 409 });
+await step('delete an organization', { method: 'DELETE', path: `/v1/organizations/${batchOrgIds[0]}`, want: 204 });
+await step('batch: delete organizations', { method: 'POST', path: '/v1/organizations/batch/delete', body: { ids: batchOrgIds.slice(1) }, want: 200 });
+
 // Deletes last.
 await step('delete a contact with If-Match', { method: 'DELETE', path: `/v1/contacts/${cid}`, headers: { 'if-match': cTag2 }, want: 204 });
 await step('404: a second delete', { method: 'DELETE', path: `/v1/contacts/${cid}`, want: 404 });

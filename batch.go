@@ -1,0 +1,600 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Batch writes and upsert (API.md section 15): 1 to 100 items in one transaction, each through the
+// very function its single write runs (createContact, deleteObject, ...). An item that fails a check
+// leaves the transaction usable, so every failure is reported; one whose statement PostgreSQL
+// refused (a race the checks missed) aborts it, and the batch runs again without that item rather
+// than pay a SAVEPOINT (a subtransaction) per item. Upsert matches under transaction-scoped advisory
+// locks on (company, resource, normalised value), taken in one statement in sorted order:
+// concurrent upserts of one new value, on any server, create one object.
+
+// maxBatchItems is the most items a batch takes; maxBatchAborts how often it starts again without an
+// item whose statement aborted the transaction; batchesPerCompany how many of a company's batches
+// run at once (more wait for their turn).
+const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
+
+// batchWrites are a resource's single writes, which its batches run, and what its upsert matches on.
+type batchWrites[T any] struct {
+	create   func(context.Context, *tx, tenant, T) (T, error)
+	update   func(context.Context, *tx, tenant, int64, patch) (T, error)
+	matchOn  string // the field an upsert matches on ("": no upsert)
+	matchCol string // its normalised value in SQL: lower and trimmed; an index serves it
+}
+
+var (
+	contactBatch = batchWrites[contact]{create: createContact, update: updateContact,
+		matchOn: "email", matchCol: "lower(email)"} // a stored e-mail has no spaces around it (checkEmail)
+	businessBatch     = batchWrites[business]{create: createBusiness, update: updateBusiness}
+	organizationBatch = batchWrites[organization]{create: createOrganization, update: updateOrganization,
+		matchOn: "name", matchCol: "lower(btrim(name))"}
+)
+
+// batchItem is one item of a batch: what it asks, and how it ended.
+type batchItem[T any] struct {
+	at         string   // "items[3]", "ids[3]": what its errors are named after
+	idField    string   // "id" where the item names its object's id in a member
+	members    []member // its fields: a create's body, an update's merge patch
+	id         int64    // update, delete: its object; upsert: the object it matched, or 0
+	versions   []int64  // update: its ifMatch (nil: any)
+	key        string   // upsert: its match value as given
+	pre        error    // its failure known before the transaction: in its body, or an aborting statement
+	err        error    // its failure in this run
+	candidates [][]byte // upsert: the ids of the objects an ambiguous match found
+	status     string   // created, updated, unchanged, deleted
+	obj        T
+}
+
+// errBatchFailed rolls back an atomic batch of which some item failed, whose answer is then sent
+// without being kept for its Idempotency-Key: a corrected batch may be sent with the same one.
+var errBatchFailed = errors.New("batch failed")
+
+// itemAborted is the failure of item index whose statement aborted the batch's transaction.
+type itemAborted struct {
+	index int
+	err   error
+}
+
+func (e *itemAborted) Error() string { return fmt.Sprintf("batch item %d: %v", e.index, e.err) }
+func (e *itemAborted) Unwrap() error { return e.err }
+
+// handleBatch answers POST /v1/{resource}/batch/{op}: 200 {"data": [...]} (207 when atomic is false
+// and some item failed), else 422 or 412 with an errors entry per failing item, nothing changed.
+func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[T], log *slog.Logger) http.Handler {
+	// Batches run a few at a time, a company's fewer still, so that an import leaves the pool's
+	// connections and the database's CPU to other writes: they wait here, holding nothing.
+	slots := make(chan struct{}, max(1, st.db.Stats().MaxOpenConnections/4))
+	var companySlots [64]chan struct{} // by company id, modulo 64: two companies may share
+	for i := range companySlots {
+		companySlots[i] = make(chan struct{}, batchesPerCompany)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.PathValue("op")
+		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.matchOn == "") {
+			writeProblem(w, r, errNoRoute(r))
+			return
+		}
+		t := tenantOf(r)
+		wr := startWrite(w, r, res, log, nil)
+		if wr == nil {
+			return
+		}
+		items, atomic, errs := readBatch[T, P](op, wr.members, bw.matchOn)
+		if errs != nil {
+			writeError(w, r, log, errs)
+			return
+		}
+		for _, slot := range []chan struct{}{companySlots[t.companyID%int64(len(companySlots))], slots} {
+			select {
+			case slot <- struct{}{}:
+				defer func() { <-slot }()
+			case <-r.Context().Done():
+				writeError(w, r, log, r.Context().Err())
+				return
+			}
+		}
+		for aborts := 0; ; aborts++ {
+			var ans answer // also an atomic failure's, which errBatchFailed rolls back
+			a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
+				err := runBatch[T, P](r.Context(), tx, res, bw, t, op, items)
+				if err == nil {
+					ans, err = batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
+				}
+				return ans, err
+			})
+			var ab *itemAborted
+			if errors.As(err, &ab) && aborts < maxBatchAborts && clientError(ab.err) != nil {
+				items[ab.index].pre = ab.err
+				continue
+			}
+			if errors.Is(err, errBatchFailed) {
+				a, err = ans, nil
+			}
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			a.write(w, r, replayed)
+			return
+		}
+	})
+}
+
+// readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and for an
+// upsert "matchOn". A failure of the whole body is fieldErrors; an item's is its pre.
+func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, err error) {
+	atomic = true
+	list, found := "items", false
+	if op == "delete" {
+		list = "ids"
+	}
+	var errs fieldErrors
+	for _, m := range members {
+		msg := ""
+		switch {
+		case m.name == list:
+			found = true
+			var raws []json.RawMessage
+			if json.Unmarshal(m.raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
+				msg = fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
+			}
+			for i, raw := range raws {
+				items = append(items, readItem[T, P](op, list+"["+strconv.Itoa(i)+"]", raw))
+			}
+		case m.name == "atomic":
+			msg = boolean(&atomic)(m.raw)
+		case m.name == "matchOn" && op == "upsert":
+			var s string
+			switch json.Unmarshal(m.raw, &s); {
+			case strings.HasPrefix(s, "custom."): // unique custom fields (API.md section 14) come with issue 31
+				msg = "no such unique custom field"
+			case s != matchOn:
+				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+			}
+		default:
+			msg = "is not a known field"
+		}
+		if msg != "" {
+			errs = append(errs, fieldError{Field: m.name, Message: msg})
+		}
+	}
+	if !found {
+		errs = append(errs, fieldError{Field: list, Message: "is required"})
+	}
+	if errs != nil {
+		return nil, atomic, errs
+	}
+	seen := map[int64]int{}
+	for i, it := range items { // two items for one object: which one wins would be a guess
+		raw := memberRaw(it.members, matchOn)
+		it.key, _ = jsonString(raw, 255)
+		first, dup := seen[it.id]
+		switch {
+		case it.pre != nil || op == "create":
+		case op == "upsert" && raw == nil:
+			it.pre = fieldErrors{{Field: matchOn, Message: "is required to match on"}}
+		case op == "upsert" && strings.TrimSpace(it.key) == "":
+			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
+		case op != "upsert" && dup:
+			it.pre = duplicateError("id", first)
+		default:
+			seen[it.id] = i
+		}
+	}
+	return items, atomic, nil
+}
+
+// readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, or
+// a delete's id.
+func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
+	it := &batchItem[T]{at: at}
+	if op == "delete" {
+		if it.id = readItemID(raw); it.id == 0 {
+			it.pre = fieldErrors{{Message: "must be an id"}}
+		}
+		return it
+	}
+	members, dup, ok := jsonMembers(raw)
+	switch {
+	case dup != "":
+		it.pre = fieldErrors{{Field: dup, Message: "is given more than once"}}
+	case !ok:
+		it.pre = fieldErrors{{Message: "must be a JSON object"}}
+	case op == "create":
+		it.members = members
+		var v T
+		if errs := applyCreate(members, P(&v).fields()); errs != nil { // a 422 costs no database work
+			it.pre = fieldErrors(errs)
+		}
+	case op == "update":
+		it.idField = "id"
+		var errs fieldErrors
+		for _, m := range members {
+			switch m.name {
+			case "id":
+				if it.id = readItemID(m.raw); it.id == 0 {
+					errs = append(errs, fieldError{Field: "id", Message: "must be an id"})
+				}
+			case "ifMatch":
+				s, msg := jsonString(m.raw, 255)
+				it.versions = ifMatch(&http.Request{Header: http.Header{"If-Match": {s}}})
+				if msg != "" || s == "" {
+					errs = append(errs, fieldError{Field: "ifMatch", Message: "must be an ETag, as If-Match takes it"})
+				}
+			default:
+				it.members = append(it.members, m)
+			}
+		}
+		if it.id == 0 && errs == nil {
+			errs = fieldErrors{{Field: "id", Message: "is required"}}
+		}
+		if errs != nil {
+			it.pre = errs
+		}
+	default: // upsert: a create or a merge patch, decided in the transaction
+		it.members = members
+	}
+	return it
+}
+
+// readItemID reads an id given as a string of digits or a JSON integer; 0 when it is not one.
+func readItemID(raw json.RawMessage) int64 {
+	s, _ := jsonString(raw, 20) // "" when raw is a JSON number: then its text
+	if id, ok := parseID(cmp.Or(s, string(raw))); ok {
+		return id
+	}
+	return 0
+}
+
+// memberRaw returns the value of the member named name, or nil.
+func memberRaw(members []member, name string) json.RawMessage {
+	i := slices.IndexFunc(members, func(m member) bool { return m.name == name })
+	if i < 0 {
+		return nil
+	}
+	return members[i].raw
+}
+
+// matchRow is an object's id (0: none) and its normalised match value.
+type matchRow struct {
+	id  int64
+	key string
+}
+
+func (m *matchRow) scanDest() []any { return []any{&m.id, &m.key} }
+
+// duplicateError is the failure of an item for the same object or match value as item first.
+func duplicateError(field string, first int) error {
+	return &apiError{Status: http.StatusUnprocessableEntity, Code: "duplicate_in_request",
+		Detail: fmt.Sprintf("Item %d of the batch is for the same object.", first),
+		Errors: []fieldError{{Field: field, Message: fmt.Sprintf("is the same as in item %d", first)}}}
+}
+
+// runBatch runs the items in btx, each through the resource's single write, and records how each
+// ended; an *itemAborted when an item's statement aborted the transaction, another error as it is.
+func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T]) error {
+	var ids []int64
+	var keys []string
+	for _, it := range items {
+		it.err, it.candidates, it.status = it.pre, nil, ""
+		if it.pre == nil {
+			ids, keys = append(ids, it.id), append(keys, it.key)
+		}
+	}
+	// The objects are locked first, in id order, so that two batches over the same objects wait for
+	// each other instead of deadlocking. This round trip also sends BEGIN and an Idempotency-Key's
+	// look-up, whose errors are then the batch's and not its first item's.
+	var olds []T
+	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, t.companyID, ids)}
+	matched := map[string][]int64{} // upsert: the ids of the objects that hold each normalised value
+	var norms []string              // upsert: each item's normalised value, in the order of keys
+	if op == "upsert" {
+		// Values compare as PostgreSQL's lower(btrim(...)) has them in every statement: the locks'
+		// keys (each taken in the order of its value), the items' and the objects'.
+		const values = `(SELECT lower(btrim(v)) FROM unnest($2::text[]) AS v)`
+		btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
+			FROM (SELECT DISTINCT lower(btrim(v)) AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`, t.companyID, keys, res.table)
+		reads = []read{
+			eachRow[matchRow](`SELECT 0, lower(btrim(v)) FROM unnest($1::text[]) WITH ORDINALITY AS u(v, i) ORDER BY i`,
+				[]any{keys}, func(m *matchRow) { norms = append(norms, m.key) }),
+			rowsInto[T, P](&olds, res.selectSQL+` AND `+bw.matchCol+` IN `+values+` ORDER BY id FOR UPDATE`, t.companyID, keys),
+			eachRow[matchRow](`SELECT id, `+bw.matchCol+` FROM `+res.table+` WHERE company_id = $1 AND `+bw.matchCol+` IN `+values,
+				[]any{t.companyID, keys}, func(m *matchRow) { matched[m.key] = append(matched[m.key], m.id) }),
+		}
+	}
+	if err := btx.read(ctx, reads...); err != nil {
+		return err
+	}
+	byID := map[int64]*T{}
+	for i := range olds {
+		byID[P(&olds[i]).key()] = &olds[i]
+	}
+	if op == "upsert" {
+		seen := map[string]int{}
+		for i, it := range items {
+			if it.err != nil {
+				continue
+			}
+			k := norms[0]
+			norms = norms[1:]
+			first, dup := seen[k]
+			switch ids := matched[k]; {
+			case dup:
+				it.err = duplicateError(bw.matchOn, first)
+			case len(ids) > 1:
+				slices.Sort(ids)
+				for _, id := range ids {
+					if o, ok := byID[id]; ok {
+						members, _, _ := jsonMembers(P(o).appendJSON(nil)) // the id as the object has it
+						it.candidates = append(it.candidates, members[0].raw)
+					}
+				}
+				it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
+					Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(ids), bw.matchOn),
+					Errors: []fieldError{{Field: bw.matchOn, Message: "matches more than one object"}}}
+			case len(ids) == 1:
+				it.id = ids[0]
+			}
+			if !dup {
+				seen[k] = i
+			}
+		}
+	}
+	// Each item runs in a goroutine of its own, on a tx of its own that shares the connection: the
+	// items' statements go out together, one round trip for each step of the writes.
+	p := &pipeline{c: btx.c, running: len(items), waiting: map[*tx]chan<- error{}, pending: map[*tx][]*pgx.QueuedQuery{}}
+	for range items {
+		p.txs = append(p.txs, &tx{c: btx.c, pipe: p})
+	}
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		itx := p.txs[i]
+		if it.err != nil {
+			p.done()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.done()
+			defer func() {
+				if v := recover(); v != nil {
+					errs[i] = fmt.Errorf("batch item %d: panic: %v", i, v)
+				}
+			}()
+			errs[i] = runItem[T, P](ctx, itx, res, bw, t, op, it, byID[it.id])
+		}()
+	}
+	wg.Wait()
+	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
+		if errs[i] == nil {
+			btx.queued.QueuedQueries = append(btx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+		}
+	}
+	if btx.c.PgConn().TxStatus() == 'E' {
+		return &itemAborted{index: p.blamed, err: errs[p.blamed]}
+	}
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case clientError(err) == nil:
+			return err
+		default:
+			items[i].err = err
+		}
+	}
+	return nil
+}
+
+// runItem runs one item through the resource's single write in tx, and sets its status and object.
+// old is the object it updates as it was locked, when it updates one.
+func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, bw batchWrites[T], t tenant, op string, it *batchItem[T], old *T) error {
+	var err error
+	switch {
+	case op == "delete":
+		err, it.status = deleteObject[T, P](ctx, tx, res, t.companyID, it.id, nil), "deleted"
+	case op == "create" || op == "upsert" && it.id == 0:
+		var v T
+		if errs := applyCreate(it.members, P(&v).fields()); errs != nil {
+			return fieldErrors(errs)
+		}
+		it.obj, err = bw.create(ctx, tx, t, v)
+		it.status = "created"
+	default:
+		it.obj, err = bw.update(ctx, tx, t, it.id, patch{members: it.members, versions: it.versions})
+		it.status = "updated"
+		if old != nil && string(P(old).appendJSON(nil)) == string(P(&it.obj).appendJSON(nil)) {
+			it.status = "unchanged" // nothing written: no updatedAt, no event
+		}
+	}
+	return err
+}
+
+// pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own over
+// the batch's connection: when every item still running waits, their statements go out together,
+// in item order. A create of 100 items is then 2 round trips where one after the other it was 200.
+type pipeline struct {
+	c       *pgx.Conn
+	txs     []*tx // each item's
+	mu      sync.Mutex
+	running int                  // items neither done nor waiting
+	waiting map[*tx]chan<- error // the items waiting, each for the round trip of its statements
+	pending map[*tx][]*pgx.QueuedQuery
+	blamed  int // the item whose statement failed a round trip first
+}
+
+// send is tx.read's round trip: over the connection, or for an item through its pipeline.
+func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
+	if t.pipe == nil {
+		return t.c.SendBatch(ctx, b).Close()
+	}
+	p, done := t.pipe, make(chan error, 1)
+	p.mu.Lock()
+	p.waiting[t], p.pending[t] = done, b.QueuedQueries
+	p.running--
+	p.flushIfAllWait(ctx)
+	p.mu.Unlock()
+	return <-done
+}
+
+// done records that an item ended, which may leave every other item waiting.
+func (p *pipeline) done() {
+	p.mu.Lock()
+	p.running--
+	p.flushIfAllWait(context.Background())
+	p.mu.Unlock()
+}
+
+// flushIfAllWait sends, when no item is running, the waiting items' statements in item order as one
+// round trip, and wakes them. An error is every waiting item's; the first item whose statement
+// failed is blamed.
+func (p *pipeline) flushIfAllWait(ctx context.Context) {
+	if p.running > 0 || len(p.waiting) == 0 {
+		return
+	}
+	var b pgx.Batch
+	for i, t := range p.txs {
+		for _, qq := range p.pending[t] {
+			fn := qq.Fn
+			if fn == nil {
+				fn = func(br pgx.BatchResults) error { _, err := br.Exec(); return err }
+			}
+			qq.Fn = func(br pgx.BatchResults) error {
+				err := fn(br)
+				if err != nil {
+					p.blamed = i
+				}
+				return err
+			}
+			b.QueuedQueries = append(b.QueuedQueries, qq)
+		}
+	}
+	err := p.c.SendBatch(ctx, &b).Close()
+	for _, done := range p.waiting {
+		done <- err
+	}
+	p.running += len(p.waiting)
+	clear(p.waiting)
+	clear(p.pending)
+}
+
+// batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (with
+// its expansions, loaded for all of them at once), 207 when atomic is false and some failed; an
+// atomic batch of which some failed is answered 422 (412) with errBatchFailed.
+func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items []*batchItem[T], atomic bool, exps []expansion) (answer, error) {
+	var objs []T
+	failed, preconditions := 0, 0
+	for _, it := range items {
+		switch {
+		case it.err != nil:
+			failed++
+			if errors.Is(it.err, errPreconditionFailed) {
+				preconditions++
+			}
+		case it.status != "deleted":
+			objs = append(objs, it.obj)
+		}
+	}
+	if atomic && failed > 0 {
+		f := answer{status: http.StatusUnprocessableEntity}
+		if preconditions == failed {
+			f.status = http.StatusPreconditionFailed
+		}
+		f.body = problemJSON(r, &apiError{Status: f.status, Code: "batch_failed",
+			Detail: fmt.Sprintf("%d of %d items failed; nothing was changed.", failed, len(items))})
+		f.body = append(f.body[:len(f.body)-2], `,"errors":[`...) // reopen the object
+		for i, it := range items {
+			if it.err == nil {
+				continue
+			}
+			ae := it.problem()
+			for _, fe := range ae.Errors {
+				if f.body[len(f.body)-1] != '[' {
+					f.body = append(f.body, ',')
+				}
+				index := int64(i)
+				f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
+				f.body = appendCandidates(f.body, it.candidates)
+			}
+		}
+		f.body = append(f.body, "]}\n"...)
+		return f, errBatchFailed
+	}
+	rel, err := loadRelated[T, P](r.Context(), tx.read, t.companyID, exps, objs)
+	if err != nil {
+		return answer{}, err
+	}
+	a := answer{status: http.StatusOK, body: []byte(`{"data":[`)}
+	if failed > 0 {
+		a.status = http.StatusMultiStatus
+	}
+	for i, it := range items {
+		if i > 0 {
+			a.body = append(a.body, ',')
+		}
+		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
+		switch {
+		case it.err != nil:
+			p := problemJSON(r, it.problem())
+			a.body = append(append(a.body, `,"status":"error","error":`...), p[:len(p)-1]...)
+			a.body = appendCandidates(a.body, it.candidates)
+		case it.status == "deleted":
+			a.body = append(a.body, `,"status":"deleted"`...)
+		default:
+			a.body = append(appendString(append(a.body, `,"status":`...), it.status), `,"object":`...)
+			a.body = appendExpanded(a.body, P(&it.obj), exps, rel)
+		}
+		a.body = append(a.body, '}')
+	}
+	a.body = append(a.body, "]}\n"...)
+	return a, nil
+}
+
+// appendCandidates adds "candidates" (the ids an ambiguous match found) to the object b ends with.
+func appendCandidates(b []byte, candidates [][]byte) []byte {
+	if candidates == nil {
+		return b
+	}
+	b = append(b[:len(b)-1], `,"candidates":[`...)
+	for i, c := range candidates {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, c...)
+	}
+	return append(b, "]}"...)
+}
+
+// problem is the item's failure as a problem, with every field named from the batch's body
+// ("items[3].email"), and one entry at least: its id or ifMatch when no field is at fault.
+func (it *batchItem[T]) problem() *apiError {
+	ae := *clientError(it.err)
+	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
+		ae.Errors = []fieldError{{Field: it.idField, Message: ae.Detail}}
+		if errors.Is(it.err, errPreconditionFailed) {
+			ae.Errors[0].Field = "ifMatch"
+		}
+	}
+	errs := make([]fieldError, len(ae.Errors))
+	for i, fe := range ae.Errors {
+		errs[i] = fieldError{Field: strings.TrimSuffix(it.at+"."+fe.Field, "."), Message: fe.Message}
+	}
+	ae.Errors = errs
+	return &ae
+}

@@ -1,0 +1,453 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Tests of batch.go: batch writes and upsert (API.md section 15), and the organizations' PATCH and
+// DELETE that their batches run, all through the HTTP API.
+
+// batchBody is a batch's 200 or 207 answer.
+type batchBody struct {
+	Data []struct {
+		Index  int
+		Status string
+		Object obj
+		Error  *batchProblem
+	}
+}
+
+// batchProblem is a batch's 422 or 412 answer, and an item's problem in a 207.
+type batchProblem struct {
+	Type, Title, Detail, Code, RequestID string
+	Status                               int
+	Errors                               []batchError
+	Candidates                           []any
+}
+
+type batchError struct {
+	Field, Message, Code string
+	Index                int
+	Candidates           []any
+}
+
+// statuses returns each item's status, and its error's code for a failed one ("error:not_found").
+func (b batchBody) statuses() []string {
+	var out []string
+	for i, d := range b.Data {
+		s := d.Status
+		if d.Error != nil {
+			s += ":" + d.Error.Code
+		}
+		if d.Index != i {
+			s += fmt.Sprintf(" (index %d)", d.Index)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// postBatch POSTs body to path and fails the test unless the answer has status want.
+func postBatch(t *testing.T, key, path, body string, want int, hdr ...string) response {
+	t.Helper()
+	return wantStatus(t, call(t, "POST", path, key, body, hdr...), want)
+}
+
+// wantBatch POSTs body to path, wants status want and the items' statuses, and returns the answer.
+func wantBatch(t *testing.T, key, path, body string, want int, statuses ...string) batchBody {
+	t.Helper()
+	b := decode[batchBody](t, postBatch(t, key, path, body, want).body)
+	if diff := cmp.Diff(statuses, b.statuses()); diff != "" {
+		t.Fatalf("POST %s statuses (-want +got):\n%s", path, diff)
+	}
+	return b
+}
+
+// wantBatchFailure POSTs body to path and wants an atomic failure with status and exactly these
+// errors entries, as "field code".
+func wantBatchFailure(t *testing.T, key, path, body string, status int, entries ...string) batchProblem {
+	t.Helper()
+	r := postBatch(t, key, path, body, status)
+	p := decode[batchProblem](t, r.body)
+	var got []string
+	for _, e := range p.Errors {
+		got = append(got, e.Field+" "+e.Code)
+		if e.Message == "" || !strings.HasPrefix(e.Field, fmt.Sprintf("items[%d]", e.Index)) && !strings.HasPrefix(e.Field, fmt.Sprintf("ids[%d]", e.Index)) {
+			t.Errorf("entry %+v: want a message and the index its field names", e)
+		}
+	}
+	if diff := cmp.Diff(entries, got); diff != "" {
+		t.Errorf("POST %s errors (-want +got):\n%s\nbody %s", path, diff, r.body)
+	}
+	if p.Code != "batch_failed" || p.RequestID != r.header.Get("X-Request-Id") || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("POST %s = %s; want a batch_failed problem with the request id", path, r.body)
+	}
+	return p
+}
+
+// eventCount counts the company's events, of type typ when not "".
+func eventCount(t *testing.T, companyID int64, typ string) int64 {
+	t.Helper()
+	return sqlID(t, `SELECT count(*) FROM events WHERE company_id = $1 AND ($2 = '' OR type = $2)`, companyID, typ)
+}
+
+// items is a batch body of n items made by item(i), with more members (`"atomic": false`) if given.
+func items(n int, item func(i int) string, more string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = item(i)
+	}
+	if more != "" {
+		more = ", " + more
+	}
+	return `{"items": [` + strings.Join(parts, ",") + `]` + more + `}`
+}
+
+func TestBatchCreateRunsEachItemAsASingleCreate(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	r := postBatch(t, c.key, "/v1/contacts/batch/create?expand[]=userCreator&expand[]=organization",
+		items(3, func(i int) string { return fmt.Sprintf(`{"name": "Ana %d", "email": "ana%d@example.com"}`, i, i) }, ""), http.StatusOK)
+	b := decode[batchBody](t, r.body)
+	if diff := cmp.Diff([]string{"created", "created", "created"}, b.statuses()); diff != "" {
+		t.Fatalf("statuses (-want +got):\n%s", diff)
+	}
+	for i, d := range b.Data {
+		got := mustGet(t, c.key, itemPath("/v1/contacts", d.Object.id()))
+		o := decode[obj](t, got.body)
+		if o["name"] != fmt.Sprintf("Ana %d", i) || d.Object["organization"] != nil {
+			t.Errorf("item %d: %v; stored %v", i, d.Object, o)
+		}
+		if u, _ := d.Object["userCreator"].(map[string]any); u == nil || fmt.Sprint(u["id"]) != fmt.Sprint(c.userID) {
+			t.Errorf("item %d: userCreator %v; want the key's user expanded", i, d.Object["userCreator"])
+		}
+	}
+	// One event per item, each with the request's id.
+	n := sqlID(t, `SELECT count(*) FROM events WHERE company_id = $1 AND type = 'contact.created' AND request_id = $2`,
+		c.id, r.header.Get("X-Request-Id"))
+	if n != 3 {
+		t.Errorf("%d contact.created events with the request id; want 3", n)
+	}
+	// Business and organizations take the same batches.
+	deals := wantBatch(t, c.key, "/v1/business/batch/create", `{"items": [{"title": "Deal", "value": 0.1}, {"title": "Other"}]}`,
+		http.StatusOK, "created", "created")
+	// Their statements went out side by side, yet each took its own end of the stage, in item order.
+	if p0, p1 := deals.Data[0].Object["position"], deals.Data[1].Object["position"]; fmt.Sprint(p0) != "1" || fmt.Sprint(p1) != "2" {
+		t.Errorf("positions %v, %v; want 1, 2", p0, p1)
+	}
+	wantBatch(t, c.key, "/v1/organizations/batch/create", `{"items": [{"name": "Acme"}]}`, http.StatusOK, "created")
+}
+
+func TestBatchRefusesBadBodies(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, tc := range []struct{ path, body, field string }{
+		{"/v1/contacts/batch/create", `{"items": []}`, "items"},
+		{"/v1/contacts/batch/create", items(101, func(int) string { return `{"name": "A"}` }, ""), "items"},
+		{"/v1/contacts/batch/create", `{}`, "items"},
+		{"/v1/contacts/batch/create", `{"items": {"name": "A"}}`, "items"},
+		{"/v1/contacts/batch/create", `{"items": [{"name": "A"}], "atomic": "yes"}`, "atomic"},
+		{"/v1/contacts/batch/create", `{"items": [{"name": "A"}], "extra": 1}`, "extra"},
+		{"/v1/contacts/batch/delete", `{"items": ["1"]}`, "items"},
+		{"/v1/contacts/batch/upsert", `{"matchOn": "name", "items": [{"name": "A"}]}`, "matchOn"},
+		{"/v1/contacts/batch/upsert", `{"matchOn": "custom.tier", "items": [{"name": "A"}]}`, "matchOn"},
+	} {
+		r := call(t, "POST", tc.path, c.key, tc.body)
+		p := wantProblem(t, r, http.StatusUnprocessableEntity, "validation_failed")
+		if len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
+			t.Errorf("POST %s %.60s: errors %+v; want one on %s", tc.path, tc.body, p.Errors, tc.field)
+		}
+	}
+	wantProblem(t, call(t, "POST", "/v1/business/batch/upsert", c.key, `{"items": [{"title": "A"}]}`), http.StatusNotFound, "not_found")
+	wantProblem(t, call(t, "POST", "/v1/contacts/batch/merge", c.key, `{"items": [{"name": "A"}]}`), http.StatusNotFound, "not_found")
+	wantProblem(t, call(t, "GET", "/v1/contacts/batch/create", c.key, ""), http.StatusMethodNotAllowed, "method_not_allowed")
+	wantProblem(t, call(t, "POST", "/v1/contacts/batch/create", c.key, `{"items": [`), http.StatusBadRequest, "invalid_json")
+	if n := countOf(t, c.key, "/v1/contacts/count"); n != 0 {
+		t.Errorf("%d contacts after refused batches; want 0", n)
+	}
+}
+
+func TestBatchAtomicFailureListsEveryFailingItemAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	theirs, _ := create(t, other.key, "/v1/organizations", `{"name": "Theirs"}`)
+	body := fmt.Sprintf(`{"items": [{"name": "Bad", "email": "nope"}, {"name": "Good"}, {"surname": "No name"}, {"name": "Good too"},
+		[1], {"name": "Ref", "organizationId": %d}, {"name": "Two", "id": "5", "email": "x"}]}`, theirs.id())
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/create", body, http.StatusUnprocessableEntity,
+		"items[0].email validation_failed", "items[2].name validation_failed", "items[4] validation_failed",
+		"items[5].organizationId validation_failed", "items[6].id validation_failed", "items[6].email validation_failed")
+	if n := countOf(t, c.key, "/v1/contacts/count"); n != 0 {
+		t.Errorf("%d contacts after a failed atomic batch; want 0", n)
+	}
+	if n := eventCount(t, c.id, ""); n != 0 {
+		t.Errorf("%d events after a failed atomic batch; want 0", n)
+	}
+}
+
+func TestBatchUpdateNotFoundPreconditionsAndDuplicates(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	mine, r := create(t, c.key, "/v1/contacts", `{"name": "Mine", "city": "Madrid"}`)
+	etag := r.header.Get("ETag")
+	theirs, _ := create(t, other.key, "/v1/contacts", `{"name": "Theirs"}`)
+	path := itemPath("/v1/contacts", mine.id())
+	before := mustGet(t, c.key, path)
+
+	// Another company's id is not_found, like one that does not exist; a stale ifMatch fails alone: 412.
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/update",
+		fmt.Sprintf(`{"items": [{"id": "%d", "city": "Lisboa"}, {"id": "%d", "city": "Roma"}]}`, mine.id(), theirs.id()),
+		http.StatusUnprocessableEntity, "items[1].id not_found")
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/update",
+		fmt.Sprintf(`{"items": [{"id": "%d", "ifMatch": "\"999\"", "city": "Lisboa"}]}`, mine.id()),
+		http.StatusPreconditionFailed, "items[0].ifMatch precondition_failed")
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/update",
+		fmt.Sprintf(`{"items": [{"id": "%d", "city": "Lisboa"}, {"id": %d, "city": "Roma"}, {"city": "x"}, {"id": "01"}]}`, mine.id(), mine.id()),
+		http.StatusUnprocessableEntity, "items[1].id duplicate_in_request", "items[2].id validation_failed", "items[3].id validation_failed")
+	wantUnchanged(t, c.key, path, before)
+	wantUnchanged(t, other.key, itemPath("/v1/contacts", theirs.id()), mustGet(t, other.key, itemPath("/v1/contacts", theirs.id())))
+
+	// A current ifMatch updates; an item that changes nothing is unchanged and writes no event.
+	b := wantBatch(t, c.key, "/v1/contacts/batch/update",
+		fmt.Sprintf(`{"items": [{"id": "%d", "ifMatch": %q, "city": "Lisboa"}]}`, mine.id(), etag), http.StatusOK, "updated")
+	if b.Data[0].Object["city"] != "Lisboa" || eventCount(t, c.id, "contact.updated") != 1 {
+		t.Errorf("update: %v, %d events", b.Data[0].Object, eventCount(t, c.id, "contact.updated"))
+	}
+	after := mustGet(t, c.key, path)
+	wantBatch(t, c.key, "/v1/contacts/batch/update", fmt.Sprintf(`{"atomic": false, "items": [{"id": "%d", "city": "Lisboa"}, {"id": "%d"}]}`, mine.id(), mine.id()),
+		http.StatusMultiStatus, "unchanged", "error:duplicate_in_request")
+	wantUnchanged(t, c.key, path, after)
+	if n := eventCount(t, c.id, "contact.updated"); n != 1 {
+		t.Errorf("%d contact.updated events after an unchanged item; want 1", n)
+	}
+}
+
+func TestBatchNotAtomicCommitsTheItemsThatSucceed(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	theirs, _ := create(t, other.key, "/v1/contacts", `{"name": "Theirs"}`)
+	b := wantBatch(t, c.key, "/v1/contacts/batch/create",
+		`{"atomic": false, "items": [{"name": "One"}, {"name": ""}, {"name": "Three"}]}`, http.StatusMultiStatus,
+		"created", "error:validation_failed", "created")
+	if e := b.Data[1].Error; e.Status != 422 || len(e.Errors) != 1 || e.Errors[0].Field != "items[1].name" || b.Data[1].Object != nil {
+		t.Errorf("item 1: %+v; want a 422 problem naming items[1].name", b.Data[1])
+	}
+	if n := countOf(t, c.key, "/v1/contacts/count"); n != 2 {
+		t.Errorf("%d contacts; want the 2 that succeeded", n)
+	}
+	one, three := b.Data[0].Object.id(), b.Data[2].Object.id()
+	b = wantBatch(t, c.key, "/v1/contacts/batch/delete",
+		fmt.Sprintf(`{"atomic": false, "ids": ["%d", "%d", "x", %d]}`, one, theirs.id(), one), http.StatusMultiStatus,
+		"deleted", "error:not_found", "error:validation_failed", "error:duplicate_in_request")
+	if f := b.Data[1].Error.Errors; len(f) != 1 || f[0].Field != "ids[1]" {
+		t.Errorf("not found item: %+v; want it named ids[1]", f)
+	}
+	wantStatus(t, call(t, "GET", itemPath("/v1/contacts", one), c.key, ""), http.StatusNotFound)
+	mustGet(t, other.key, itemPath("/v1/contacts", theirs.id()))
+	if n := eventCount(t, c.id, "contact.deleted"); n != 1 {
+		t.Errorf("%d contact.deleted events; want 1", n)
+	}
+	// All succeeded: 200.
+	wantBatch(t, c.key, "/v1/contacts/batch/delete", fmt.Sprintf(`{"atomic": false, "ids": ["%d"]}`, three), http.StatusOK, "deleted")
+}
+
+func TestBatchUpsertMatchesCreatesAndLeavesUnchanged(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ana, _ := create(t, c.key, "/v1/contacts", `{"name": "Ana", "email": "ana@example.com", "city": "Madrid"}`)
+	path := itemPath("/v1/contacts", ana.id())
+	before := mustGet(t, c.key, path)
+	events := eventCount(t, c.id, "")
+
+	// The same values: unchanged, no write, no event.
+	b := wantBatch(t, c.key, "/v1/contacts/batch/upsert?expand[]=userCreator",
+		`{"matchOn": "email", "items": [{"email": "ana@example.com", "name": "Ana", "city": "Madrid"}]}`, http.StatusOK, "unchanged")
+	wantUnchanged(t, c.key, path, before)
+	if b.Data[0].Object.id() != ana.id() || b.Data[0].Object["userCreator"] == nil || eventCount(t, c.id, "") != events {
+		t.Errorf("unchanged upsert: %v, %d events; want Ana expanded and no event", b.Data[0].Object, eventCount(t, c.id, "")-events)
+	}
+
+	// Another case matches (matchOn defaults to email); a new value creates.
+	b = wantBatch(t, c.key, "/v1/contacts/batch/upsert",
+		`{"items": [{"email": "ANA@example.com", "city": "Lisboa"}, {"email": "bo@example.com", "name": "Bo"}]}`, http.StatusOK, "updated", "created")
+	if b.Data[0].Object.id() != ana.id() || b.Data[0].Object["city"] != "Lisboa" || b.Data[0].Object["name"] != "Ana" {
+		t.Errorf("upsert of Ana: %v; want her, patched", b.Data[0].Object)
+	}
+	if n := eventCount(t, c.id, "contact.updated"); n != 1 {
+		t.Errorf("%d contact.updated events; want 1", n)
+	}
+
+	// Two items for one value; an item without the value; a create that fails validation.
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert",
+		`{"items": [{"email": "cy@example.com", "name": "Cy"}, {"email": "CY@example.com", "name": "Cy 2"}, {"name": "No e-mail"}, {"email": "dee@example.com"}]}`,
+		http.StatusUnprocessableEntity, "items[1].email duplicate_in_request", "items[2].email validation_failed", "items[3].name validation_failed")
+
+	// Two contacts with one e-mail: ambiguous_match, with both as candidates.
+	d1, _ := create(t, c.key, "/v1/contacts", `{"name": "Dup 1", "email": "dup@example.com"}`)
+	d2, _ := create(t, c.key, "/v1/contacts", `{"name": "Dup 2", "email": "Dup@example.com"}`)
+	want := []any{fmt.Sprint(d1.id()), fmt.Sprint(d2.id())}
+	p := wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert", `{"items": [{"email": "dup@example.com", "city": "X"}]}`,
+		http.StatusUnprocessableEntity, "items[0].email ambiguous_match")
+	if diff := cmp.Diff(want, p.Errors[0].Candidates); diff != "" {
+		t.Errorf("candidates (-want +got):\n%s", diff)
+	}
+	b = wantBatch(t, c.key, "/v1/contacts/batch/upsert", `{"atomic": false, "items": [{"email": "dup@example.com", "city": "X"}]}`,
+		http.StatusMultiStatus, "error:ambiguous_match")
+	if diff := cmp.Diff(want, b.Data[0].Error.Candidates); diff != "" || b.Data[0].Error.Status != http.StatusConflict {
+		t.Errorf("207 item: status %d, candidates (-want +got):\n%s", b.Data[0].Error.Status, diff)
+	}
+
+	// Organizations match on the name, trimmed and ignoring case.
+	acme, _ := create(t, c.key, "/v1/organizations", `{"name": "Acme"}`)
+	b = wantBatch(t, c.key, "/v1/organizations/batch/upsert", `{"matchOn": "name", "items": [{"name": " ACME "}, {"name": "Initech"}]}`,
+		http.StatusOK, "updated", "created")
+	if b.Data[0].Object.id() != acme.id() || b.Data[0].Object["name"] != " ACME " {
+		t.Errorf("organization upsert: %v; want Acme renamed", b.Data[0].Object)
+	}
+}
+
+func TestBatchConcurrentUpsertsOfOneNewValueCreateOneObject(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	second := startServer(t, nil, nil) // another server on the same database
+	const n = 24
+	var wg sync.WaitGroup
+	statuses := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := testEnv.baseURL
+			if i%2 == 1 {
+				base = second
+			}
+			// Each request also carries a value of its own, and the shared ones in another order.
+			body := fmt.Sprintf(`{"items": [{"email": "own%d@example.com", "name": "Own"}, {"email": "new@example.com", "name": "New"},
+				{"email": "other@example.com", "name": "Other %d"}]}`, i, i%2)
+			if i%3 == 0 {
+				body = fmt.Sprintf(`{"items": [{"email": "OTHER@example.com", "name": "Other %d"}, {"email": "New@example.com", "name": "New"}]}`, i%2)
+			}
+			r, err := send(nil, base, "POST", "/v1/contacts/batch/upsert", c.key, body)
+			switch {
+			case err != nil:
+				statuses[i] = err.Error()
+			case r.status != http.StatusOK:
+				statuses[i] = fmt.Sprintf("%d %s", r.status, r.body)
+			default:
+				statuses[i] = "200"
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != "200" {
+			t.Errorf("request %d: %s", i, s)
+		}
+	}
+	for _, email := range []string{"new@example.com", "other@example.com"} {
+		if got := sqlID(t, `SELECT count(*) FROM contacts WHERE company_id = $1 AND lower(email) = $2`, c.id, email); got != 1 {
+			t.Errorf("%d contacts with %s; want exactly 1", got, email)
+		}
+	}
+	if got := eventCount(t, c.id, "contact.created"); got != 2+n-(n+2)/3 {
+		t.Errorf("%d contact.created events; want %d", got, 2+n-(n+2)/3)
+	}
+}
+
+func TestBatchIdempotencyKeyCoversTheBatch(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	body := `{"items": [{"name": "One"}, {"name": "Two"}]}`
+	first := postBatch(t, c.key, "/v1/contacts/batch/create", body, http.StatusOK, "Idempotency-Key", "import-1")
+	again := postBatch(t, c.key, "/v1/contacts/batch/create", body, http.StatusOK, "Idempotency-Key", "import-1")
+	if string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay = %s (replayed %q); want %s", again.body, again.header.Get("Idempotent-Replayed"), first.body)
+	}
+	if n := countOf(t, c.key, "/v1/contacts/count"); n != 2 {
+		t.Errorf("%d contacts after a replayed batch; want 2", n)
+	}
+	wantProblem(t, call(t, "POST", "/v1/contacts/batch/create", c.key, `{"items": [{"name": "Other"}]}`, "Idempotency-Key", "import-1"),
+		http.StatusUnprocessableEntity, "idempotency_key_reused")
+	// A failed atomic batch keeps nothing: corrected, it runs with the same key.
+	postBatch(t, c.key, "/v1/contacts/batch/create", `{"items": [{"name": ""}]}`, http.StatusUnprocessableEntity, "Idempotency-Key", "import-2")
+	postBatch(t, c.key, "/v1/contacts/batch/create", `{"items": [{"name": "Fixed"}]}`, http.StatusOK, "Idempotency-Key", "import-2")
+}
+
+func TestOrganizationsUpdateDeleteAndInUse(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	org, _ := create(t, c.key, "/v1/organizations", `{"name": "Acme"}`)
+	path := itemPath("/v1/organizations", org.id())
+	r := wantStatus(t, call(t, "PATCH", path, c.key, `{"name": "Acme Inc"}`), http.StatusOK)
+	if o := decode[obj](t, r.body); o["name"] != "Acme Inc" || o["updatedAt"] == org["updatedAt"] {
+		t.Errorf("PATCH = %v; want the new name and updatedAt", o)
+	}
+	before := mustGet(t, c.key, path)
+	wantStatus(t, call(t, "PATCH", path, c.key, `{}`), http.StatusOK)
+	wantUnchanged(t, c.key, path, before)
+	wantFields(t, call(t, "PATCH", path, c.key, `{"name": ""}`), "name")
+
+	contact, _ := create(t, c.key, "/v1/contacts", fmt.Sprintf(`{"name": "Ana", "organizationId": %d}`, org.id()))
+	wantProblem(t, call(t, "DELETE", path, c.key, ""), http.StatusConflict, "organization_in_use")
+	b := wantBatch(t, c.key, "/v1/organizations/batch/delete", fmt.Sprintf(`{"atomic": false, "ids": [%d]}`, org.id()),
+		http.StatusMultiStatus, "error:organization_in_use")
+	if e := b.Data[0].Error; e.Status != http.StatusConflict || e.Errors[0].Field != "ids[0]" {
+		t.Errorf("in use item: %+v", e)
+	}
+	mustGet(t, c.key, path)
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/contacts", contact.id()), c.key, ""), http.StatusNoContent)
+	wantStatus(t, call(t, "DELETE", path, c.key, ""), http.StatusNoContent)
+	wantStatus(t, call(t, "DELETE", path, c.key, ""), http.StatusNotFound)
+	want := []string{"organization.created", "organization.updated", "organization.deleted"}
+	var got []string
+	for _, typ := range want {
+		if eventCount(t, c.id, typ) == 1 {
+			got = append(got, typ)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("one event of each type (-want +got):\n%s", diff)
+	}
+	// A key that only reads organizations may not change them.
+	ro := *makeKey(t, c.key, "organizations:read").Key
+	wantProblem(t, call(t, "POST", "/v1/organizations/batch/create", ro, `{"items": [{"name": "X"}]}`), http.StatusForbidden, "insufficient_scope")
+}
+
+func TestBatchUpdatesOfTheSameObjectsInAnyOrderDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	b := wantBatch(t, c.key, "/v1/contacts/batch/create", items(30, func(i int) string { return `{"name": "Same"}` }, ""), http.StatusOK,
+		strings.Split(strings.Repeat("created ", 30), " ")[:30]...)
+	var wg sync.WaitGroup
+	fails := make(chan string, 10)
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			up := make([]string, len(b.Data))
+			for j, d := range b.Data { // half the requests in one order, half in the other
+				if i%2 == 1 {
+					d = b.Data[len(b.Data)-1-j]
+				}
+				up[j] = fmt.Sprintf(`{"id": "%d", "city": "City %d"}`, d.Object.id(), i)
+			}
+			for range 3 { // each client waits for its answer before it sends again
+				r, err := send(nil, testEnv.baseURL, "POST", "/v1/contacts/batch/update", c.key, `{"items": [`+strings.Join(up, ",")+`]}`)
+				if err != nil || r.status != http.StatusOK {
+					fails <- fmt.Sprintf("request %d: %v %d %.300s", i, err, r.status, r.body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(fails)
+	for f := range fails {
+		t.Error(f)
+	}
+}
