@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check image-check bench bench-go
+.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -76,6 +76,11 @@ postgres:
 ## and a typed openapi-fetch client compiled against it (needs Node.js and npm; installs clients/node_modules).
 api-check: postgres
 	bash clients/check.sh
+
+## metrics-check: `rolodex dev` with -metrics-addr, a few requests, and the whole GET /metrics parsed by
+## Debian's python3-prometheus-client (.ci/metrics-check.sh; installs it when missing and it can).
+metrics-check: postgres
+	bash .ci/metrics-check.sh
 
 ## image-check: the Dockerfile's static binary, proven without Docker: no dynamic dependencies, and
 ## `rolodex version` and `rolodex serve` run in an empty root directory holding nothing but the binary.

@@ -64,6 +64,7 @@ type webhookSettings struct {
 	backoff time.Duration  // the wait before a failed delivery is sent again, doubled each time
 	allow   []netip.Prefix // addresses webhooks may go to besides public ones
 	slots   int            // deliveries the server sends at once; 0: none
+	metrics *metrics       // counts the attempts; nil: none
 }
 
 var errWebhookLimit = errors.New("too many webhook endpoints") // the company has maxWebhookEndpoints
@@ -722,6 +723,7 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 		if ctx.Err() != nil {
 			return // the server is stopping: the lease runs out, and a server sends it again
 		}
+		wk.set.metrics.attempt(status)
 	}
 	disabled, err := wk.st.recordAttempt(ctx, c, status, errText, wk.set.backoff)
 	if err != nil && ctx.Err() == nil {
