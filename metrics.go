@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -93,10 +94,8 @@ func (m *metrics) wrap(next http.Handler) http.Handler {
 		defer func() {
 			m.inFlight.Add(-1)
 			status := http.StatusInternalServerError
-			if rec, ok := w.(*statusRecorder); done && ok && rec.status != 0 {
-				status = rec.status
-			} else if done {
-				status = http.StatusOK
+			if rec, ok := w.(*statusRecorder); done && ok {
+				status = cmp.Or(rec.status, http.StatusOK)
 			}
 			m.observe(w, r, status, time.Since(start))
 		}()
@@ -155,11 +154,9 @@ func (m *metrics) route(pattern string) *routeMetrics {
 
 // attempt counts an attempt at a webhook delivery that got the HTTP status (0: no answer).
 func (m *metrics) attempt(status int) {
-	switch {
-	case m == nil:
-	case status >= 200 && status < 300:
+	if m != nil && status/100 == 2 {
 		m.attempts[0].Add(1)
-	default:
+	} else if m != nil {
 		m.attempts[1].Add(1)
 	}
 }
@@ -247,28 +244,22 @@ func (m *metrics) backlog(ctx context.Context, e *expo) {
 	var age float64
 	err := m.st.db.QueryRowContext(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
 		FROM webhook_deliveries WHERE status = 'pending'`).Scan(&n, &age)
-	up := 1.0
 	if err != nil {
-		up = 0
+		e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.", 0)
+		return
 	}
-	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog below was read, 0 when its query failed or took over 2s.", up)
-	if err == nil {
-		e.gauge("rolodex_webhook_deliveries_pending", "Webhook deliveries pending (due now or after a backoff), all companies.", float64(n))
-		e.gauge("rolodex_webhook_oldest_pending_age_seconds", "Age of the oldest pending webhook delivery; 0 with none.", age)
-	}
+	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.", 1)
+	e.gauge("rolodex_webhook_deliveries_pending", "Webhook deliveries pending (due now or after a backoff), all companies.", float64(n))
+	e.gauge("rolodex_webhook_oldest_pending_age_seconds", "Age of the oldest pending webhook delivery; 0 with none.", age)
 }
 
 // routeLabel is a route pattern as a label: its path ("GET /v1/contacts/{id}": "/v1/contacts/{id}"),
 // "none" for answers given before routing (401, 429, 400 for the query string's length).
 func routeLabel(pattern string) string {
-	if pattern == "" {
-		return "none"
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		return path
 	}
-	_, path, ok := strings.Cut(pattern, " ")
-	if !ok {
-		return pattern
-	}
-	return path
+	return cmp.Or(pattern, "none")
 }
 
 // expo writes the text exposition format 0.0.4.
@@ -284,9 +275,7 @@ func (e *expo) family(name, typ, help string) {
 func (e *expo) sample(name string, v float64, labels ...string) {
 	e.b = append(e.b, name...)
 	for i := 0; i < len(labels); i += 2 {
-		e.b = append(e.b, "{,"[min(i, 1)])
-		e.b = append(append(e.b, labels[i]...), `="`...)
-		e.b = append(append(e.b, escapeLabel(labels[i+1])...), '"')
+		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], escapeLabel(labels[i+1]))
 	}
 	if len(labels) > 0 {
 		e.b = append(e.b, '}')
