@@ -93,12 +93,14 @@ image-check: postgres
 ## connections on each scenario against both servers (without BASELINE: against GET /healthz, the HTTP
 ## ceiling), ROUNDS rounds of BENCH_TIME each, in alternating order; and writes the medians to
 ## bench/RESULTS.md. BENCH_ONLY=retrieve,list100 runs some scenarios; BENCH_CONTACTS=1000000 is the full load.
+## BENCH_METRICS=1 (no BASELINE): this tree's server with -metrics-addr against the same without.
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
 BENCH_DIR      ?= /var/tmp/rolodex-bench
 BASELINE       ?=
 BENCH_ONLY     ?=
+BENCH_METRICS  ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -106,7 +108,7 @@ bench: postgres
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
 		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
-		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' $(GO) run ./bench
+		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_METRICS='$(BENCH_METRICS)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -2,7 +2,8 @@
 // and of BASELINE (a git revision) when set; loads two companies of BENCH_CONTACTS contacts into a
 // PostgreSQL of its own, kept in BENCH_DIR for the next run; runs wrk on each scenario against each
 // server for ROUNDS rounds; and writes the medians to bench/RESULTS.md. Without BASELINE, each
-// scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves.
+// scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves. With
+// BENCH_METRICS=1, with neither: this tree's server with -metrics-addr against the same binary without.
 // events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL.
 package main
 
@@ -71,6 +72,7 @@ type config struct {
 	seconds, rounds, contacts int
 	dir, baseline, command    string
 	scenarios                 []scenario
+	metrics                   bool // the new server with metrics against itself without
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids.
@@ -132,10 +134,21 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "built %s, data ready, in %s\n", strings.Join(revs, " and "), time.Since(start).Round(time.Second))
 
-	// Two targets: the new server and the baseline server, or the new server's /healthz.
-	names, bases := []string{"new", "baseline"}, []string{}
-	for _, name := range names[:len(revs)] {
-		p, base, err := startServer(ctx, filepath.Join(tmp, name), dbURL, filepath.Join(cfg.dir, name+".log"))
+	// Two targets: the new server and the baseline server, or the new server's /healthz, or the new
+	// server with metrics and without.
+	names, bins, bases := []string{"new", "baseline"}, []string{"new", "baseline"}, []string{}
+	var env [2][]string
+	if cfg.metrics {
+		names, bins = []string{"metrics", "no-metrics"}, []string{"new", "new"}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		env[0] = []string{fmt.Sprint("ROLODEX_METRICS_ADDR=127.0.0.1:", port)}
+		revs = append(revs, revs[0]+" without -metrics-addr")
+	}
+	for i, name := range names[:len(revs)] {
+		p, base, err := startServer(ctx, filepath.Join(tmp, bins[i]), dbURL, filepath.Join(cfg.dir, name+".log"), env[i]...)
 		if err != nil {
 			return fmt.Errorf("%s server: %w", name, err)
 		}
@@ -248,6 +261,9 @@ func parseConfig(getenv func(string) string) (config, error) {
 		return v
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
+	if cfg.metrics = or("BENCH_METRICS", "") == "1"; cfg.metrics && cfg.baseline != "" {
+		return cfg, errors.New("BENCH_METRICS=1 compares this tree with itself: give no BASELINE")
+	}
 	d, err := time.ParseDuration(or("BENCH_TIME", "5s"))
 	if err != nil || d < time.Second {
 		return cfg, fmt.Errorf("BENCH_TIME=%q: want a duration of at least 1s", getenv("BENCH_TIME"))
@@ -630,7 +646,7 @@ var client = &http.Client{Timeout: 10 * time.Second}
 // for 100 years (the loaded ones date from 2025), its log in logPath, and returns once GET /healthz
 // answers 200: a server listens once it has migrated. (Not /readyz: before 133c224 it refused a
 // database migrated past the binary's schema, as a baseline's is.)
-func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string, error) {
+func startServer(ctx context.Context, bin, dbURL, logPath string, env ...string) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -639,6 +655,7 @@ func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, fmt.Sprint("ROLODEX_ADDR=127.0.0.1:", port),
 		"ROLODEX_RATE_LIMIT=0", "ROLODEX_AUTH_FAILURE_LIMIT=0", "ROLODEX_EVENT_RETENTION=876000h")
+	cmd.Env = append(cmd.Env, env...)
 	p, err := startProc(ctx, cmd, logPath, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
 		resp, err := client.Do(req)
@@ -751,6 +768,9 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	baseline := "GET /healthz of the same server (the HTTP stack's ceiling), paired with each scenario"
 	if len(revs) > 1 {
 		baseline = fmt.Sprintf("`%s` (%s)", revs[1], cfg.baseline)
+	}
+	if cfg.metrics {
+		baseline = "the same binary without -metrics-addr (new: with it, scraped by nobody)"
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
