@@ -215,7 +215,7 @@ func addServerFlags(fs *flag.FlagSet) *serverFlags {
 	fs.DurationVar(&f.lim.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept")
 	fs.StringVar(&f.proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default")
 	fs.DurationVar(&f.lim.hooks.backoff, "webhook-backoff", defaultWebhookBackoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h")
-	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default")
+	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default (dev: 127.0.0.1/32)")
 	fs.IntVar(&f.lim.hooks.slots, "webhook-slots", defaultWebhookSlots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none")
 	return f
 }
