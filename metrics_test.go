@@ -235,7 +235,7 @@ func TestMetricsCountWebhookAttemptsAndTheBacklog(t *testing.T) {
 	var got map[string]float64
 	eventually(t, "a failed attempt, then a delivery", func() bool {
 		got = scrape(t, mu)
-		return got[`rolodex_webhook_attempts_total{result="delivered"}`] == 1
+		return got[`rolodex_webhook_attempts_total{result="delivered"}`] == 1 && got[`rolodex_webhook_deliveries_pending`] == 0
 	})
 	if got[`rolodex_webhook_attempts_total{result="not_delivered"}`] != 1 || got[`rolodex_webhook_deliveries_pending`] != 0 ||
 		got[`rolodex_webhook_oldest_pending_age_seconds`] != 0 || got[`rolodex_events_written_total`] != 1 {

@@ -723,9 +723,11 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 		if ctx.Err() != nil {
 			return // the server is stopping: the lease runs out, and a server sends it again
 		}
-		wk.set.metrics.attempt(status)
 	}
 	disabled, err := wk.st.recordAttempt(ctx, c, status, errText, wk.set.backoff)
+	if c.enabled {
+		wk.set.metrics.attempt(status) // once recorded: a scrape then sees the backlog without it
+	}
 	if err != nil && ctx.Err() == nil {
 		wk.log.Warn("record webhook delivery", "delivery", c.id, "err", err) // the lease runs out: it is sent again
 	}
