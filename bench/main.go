@@ -86,7 +86,8 @@ type company struct {
 type result struct {
 	rps    float64
 	p99    time.Duration
-	errors int // non-2xx answers and socket errors (timeouts included)
+	errors int     // non-2xx answers and socket errors (timeouts included)
+	cpu    float64 // the server process's CPU time a request, in µs (Linux /proc)
 }
 
 func main() {
@@ -136,7 +137,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	// Two targets: the new server and the baseline server, or the new server's /healthz, or the new
 	// server with metrics and without.
-	names, bins, bases := []string{"new", "baseline"}, []string{"new", "baseline"}, []string{}
+	names, bins, bases, servers := []string{"new", "baseline"}, []string{"new", "baseline"}, []string{}, []*proc{}
 	var env [2][]string
 	if cfg.metrics {
 		names, bins = []string{"metrics", "no-metrics"}, []string{"new", "new"}
@@ -153,7 +154,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return fmt.Errorf("%s server: %w", name, err)
 		}
 		defer p.stop(syscall.SIGTERM)
-		bases = append(bases, base)
+		bases, servers = append(bases, base), append(servers, p)
 	}
 	if len(revs) == 1 {
 		bases, names[1] = append(bases, bases[0]), healthz.name
@@ -198,10 +199,13 @@ next:
 		fmt.Fprintf(stdout, "round %d of %d\n", round+1, cfg.rounds)
 		for j, s := range picked {
 			for _, i := range [][]int{{0, 1}, {1, 0}}[round%2] {
+				server := servers[min(i, len(servers)-1)]
+				cpu := cpuTicks(server)
 				r, err := runWrk(ctx, script, bases[i], c, load(i, s), cfg.seconds)
 				if err != nil {
 					return fmt.Errorf("%s on %s: %w", s.name, names[i], err)
 				}
+				r.cpu = float64(cpuTicks(server)-cpu) * 1e4 / (r.rps * float64(cfg.seconds)) // 100 ticks a second
 				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f req/s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p99)), r.errors)
 				results[j][i] = append(results[j][i], r)
 			}
@@ -239,6 +243,19 @@ next:
 			per = append(per, fmt.Sprintf("%s %.2f (%.2f–%.2f)", name, middle(xs), slices.Min(xs), slices.Max(xs)))
 		}
 		notes = append(notes, fmt.Sprintf("%s / %s req/s, paired by round: median (range): %s", s.name, picked[p].name, strings.Join(per, "; ")))
+	}
+	// CPU time a request is steadier than req/s on a busy machine: what the server itself spent.
+	for j, s := range picked {
+		if !cfg.metrics {
+			break
+		}
+		var xs []float64
+		for k := range results[j][0] {
+			xs = append(xs, results[j][0][k].cpu/results[j][1][k].cpu)
+		}
+		cpu := func(r result) float64 { return r.cpu }
+		notes = append(notes, fmt.Sprintf("%s: server CPU a request, median of the rounds: metrics %.1f µs, no-metrics %.1f µs; paired by round: %.3f (%.3f–%.3f)",
+			s.name, median(results[j][0], cpu), median(results[j][1], cpu), middle(xs), slices.Min(xs), slices.Max(xs)))
 	}
 	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
 	for _, n := range notes {
@@ -385,6 +402,19 @@ func (p *proc) stop(sig os.Signal) {
 		p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// cpuTicks is the user and system CPU time p has used, in clock ticks (1/100 s); 0 where /proc is not.
+func cpuTicks(p *proc) int64 {
+	b, _ := os.ReadFile(fmt.Sprint("/proc/", p.cmd.Process.Pid, "/stat"))
+	_, rest, _ := bytes.Cut(b, []byte(") ")) // after the command's name, which may hold spaces
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14 of proc(5)
+	s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	return u + s
 }
 
 // freePort returns a free loopback port in 20000-32767: below Linux's ephemeral ports, so no
