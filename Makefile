@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check image-check bench bench-go
+.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -77,6 +77,11 @@ postgres:
 api-check: postgres
 	bash clients/check.sh
 
+## metrics-check: `rolodex dev` with -metrics-addr, a few requests, and the whole GET /metrics parsed by
+## Debian's python3-prometheus-client (.ci/metrics-check.sh; installs it when missing and it can).
+metrics-check: postgres
+	bash .ci/metrics-check.sh
+
 ## image-check: the Dockerfile's static binary, proven without Docker: no dynamic dependencies, and
 ## `rolodex version` and `rolodex serve` run in an empty root directory holding nothing but the binary.
 image-check: postgres
@@ -89,6 +94,7 @@ image-check: postgres
 ## ceiling), ROUNDS rounds of BENCH_TIME each, in alternating order; and writes the medians to
 ## bench/RESULTS.md. BENCH_ONLY=retrieve,list100 runs some scenarios; BENCH_CONTACTS=1000000 is the full load.
 ## Then BENCH_IMPORT contacts (0: none) are imported by batches of 100 and by single creates, at 32 requests.
+## BENCH_METRICS=1 (no BASELINE): this tree's server with -metrics-addr against the same without.
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
@@ -96,6 +102,7 @@ BENCH_DIR      ?= /var/tmp/rolodex-bench
 BASELINE       ?=
 BENCH_ONLY     ?=
 BENCH_IMPORT   ?= 100000
+BENCH_METRICS  ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -103,7 +110,7 @@ bench: postgres
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
 		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
-		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' $(GO) run ./bench
+		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' BENCH_METRICS='$(BENCH_METRICS)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -31,6 +31,7 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	flags := newFlags("dev", "dev [flags]", stderr)
 	dir := flags.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
 	server := addServerFlags(flags)
+	server.hookCIDRs = "127.0.0.1/32" // webhooks may go to a receiver on this machine (the document's example)
 	if err := parseFlags(flags, getenv, args, 0); err != nil {
 		return err
 	}

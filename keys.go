@@ -261,6 +261,10 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
+		if r.ContentLength == 0 { // no body is an empty one: every member of roll's body is optional
+			r.Header.Set("Content-Type", "application/json")
+			r.Body = io.NopCloser(strings.NewReader("{}"))
+		}
 		var expiresIn pgtype.Int8
 		wr := startWrite(w, r, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
 		if wr == nil {

@@ -136,6 +136,9 @@ var envVars = map[string]string{
 	"webhook-allow-cidrs": "ROLODEX_WEBHOOK_ALLOW_CIDRS",
 	"webhook-backoff":     "ROLODEX_WEBHOOK_BACKOFF",
 	"webhook-slots":       "ROLODEX_WEBHOOK_SLOTS",
+	"metrics-addr":        "ROLODEX_METRICS_ADDR",
+	"statement-timeout":   "ROLODEX_STATEMENT_TIMEOUT",
+	"shutdown-timeout":    "ROLODEX_SHUTDOWN_TIMEOUT",
 }
 
 // parseFlags sets each flag of fs that has a variable from it, then parses args, so a flag wins over
@@ -192,6 +195,8 @@ type limits struct {
 	requestTimeout time.Duration  // bound on a request's database work; 0: none
 	eventRetention time.Duration  // how long events are kept
 	hooks          webhookSettings
+	metricsAddr    string   // where GET /metrics is served (metrics.go); "": nowhere
+	metrics        *metrics // what requests update; nil without metricsAddr
 }
 
 // serverFlags are the flags serve and dev share: where to listen, and the limits with their defaults.
@@ -204,12 +209,13 @@ type serverFlags struct {
 func addServerFlags(fs *flag.FlagSet) *serverFlags {
 	f := &serverFlags{}
 	fs.StringVar(&f.addr, "addr", ":8080", "listen address")
+	fs.StringVar(&f.lim.metricsAddr, "metrics-addr", "", "listen address of GET /metrics (Prometheus), e.g. 127.0.0.1:9090; off by default")
 	fs.IntVar(&f.lim.rate, "rate-limit", defaultRateLimit, "requests a second per API key, in bursts of twice that; 0: off")
 	fs.IntVar(&f.lim.authFailures, "auth-failure-limit", defaultAuthFailureLimit, "failed authentications a minute per client address; 0: off")
 	fs.DurationVar(&f.lim.eventRetention, "event-retention", 30*24*time.Hour, "how long events are kept")
 	fs.StringVar(&f.proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For names the client; none by default")
 	fs.DurationVar(&f.lim.hooks.backoff, "webhook-backoff", defaultWebhookBackoff, "wait before a failed webhook delivery is sent again, doubling each time up to 6h")
-	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default")
+	fs.StringVar(&f.hookCIDRs, "webhook-allow-cidrs", "", "comma-separated CIDRs webhooks may go to besides public addresses, e.g. 127.0.0.1/32; none by default (dev: 127.0.0.1/32)")
 	fs.IntVar(&f.lim.hooks.slots, "webhook-slots", defaultWebhookSlots, "webhook deliveries this server sends at once, at most 4 to one endpoint; 0: it sends none")
 	return f
 }
@@ -267,6 +273,9 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 		return err
 	}
 	lim.requestTimeout = st.statementTimeout // a request's queries together get as long as one statement
+	if err := startMetrics(ctx, st, &lim, log); err != nil {
+		return err
+	}
 	srv := &http.Server{
 		Handler:           newHandler(st, log, lim),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -336,9 +345,9 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 	auth := newAuthenticator(st)
 	addRoutes(mux, st, auth, lim, log)
 	h := withRateLimit(newRateLimiter(lim.rate), withPattern(mux))
-	h = withAuth(auth, newFailureLimiter(lim.authFailures), lim.trustedProxies, log, h)
+	h = withAuth(auth, lim.metrics.limiter(newFailureLimiter(lim.authFailures)), lim.trustedProxies, log, h)
 	h = withQueryLimit(h)
-	return withRequestLog(log, newRequestIDs(), lim.requestTimeout, h)
+	return withRequestLog(log, newRequestIDs(), lim.requestTimeout, lim.metrics.wrap(h))
 }
 
 // addRoutes lists every endpoint of the server; api/openapi.json describes each of them. Every /v1

@@ -23,7 +23,8 @@ import (
 type reqInfo struct {
 	id      string
 	pattern string
-	tenant  // who the request acts as, once withAuth has resolved its key
+	events  int // events the request's write queued (metrics.go)
+	tenant      // who the request acts as, once withAuth has resolved its key
 }
 
 type reqInfoKey struct{}

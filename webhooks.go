@@ -64,6 +64,7 @@ type webhookSettings struct {
 	backoff time.Duration  // the wait before a failed delivery is sent again, doubled each time
 	allow   []netip.Prefix // addresses webhooks may go to besides public ones
 	slots   int            // deliveries the server sends at once; 0: none
+	metrics *metrics       // counts the attempts; nil: none
 }
 
 // errWebhookLimit is the answer to an endpoint that would pass maxWebhookEndpoints.
@@ -726,6 +727,9 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 		}
 	}
 	disabled, err := wk.st.recordAttempt(ctx, c, status, errText, wk.set.backoff)
+	if c.enabled {
+		wk.set.metrics.attempt(status) // once recorded: a scrape then sees the backlog without it
+	}
 	if err != nil && ctx.Err() == nil {
 		wk.log.Warn("record webhook delivery", "delivery", c.id, "err", err) // the lease runs out: it is sent again
 	}

@@ -226,7 +226,7 @@ func TestREADMEReceiverIsVerify(t *testing.T) {
 	if err != nil || err2 != nil {
 		t.Fatal(err, err2)
 	}
-	_, example, _ := strings.Cut(string(readme), "```go\n")
+	_, example, _ := strings.Cut(string(readme), "```go\n"+`import ("crypto/hmac"; "crypto/sha256"; "encoding/hex"; "strconv"; "strings"; "time")`+"\n\n")
 	example, _, _ = strings.Cut(example, "```")
 	_, tested, _ := strings.Cut(string(src), "\nfunc verify(")
 	tested, _, _ = strings.Cut("func verify("+tested, "\n}\n")

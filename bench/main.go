@@ -2,7 +2,8 @@
 // and of BASELINE (a git revision) when set; loads two companies of BENCH_CONTACTS contacts into a
 // PostgreSQL of its own, kept in BENCH_DIR for the next run; runs wrk on each scenario against each
 // server for ROUNDS rounds; and writes the medians to bench/RESULTS.md. Without BASELINE, each
-// scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves.
+// scenario is paired with GET /healthz of the same server: what the HTTP stack alone serves. With
+// BENCH_METRICS=1, with neither: this tree's server with -metrics-addr against the same binary without.
 // events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL. Last,
 // BENCH_IMPORT contacts are imported into new companies by batches of 100 and by single creates
 // (importBench).
@@ -75,6 +76,7 @@ type config struct {
 	seconds, rounds, contacts, imports int
 	dir, baseline, command             string
 	scenarios                          []scenario
+	metrics                            bool // the new server with metrics against itself without
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids.
@@ -88,7 +90,8 @@ type company struct {
 type result struct {
 	rps    float64
 	p99    time.Duration
-	errors int // non-2xx answers and socket errors (timeouts included)
+	errors int     // non-2xx answers and socket errors (timeouts included)
+	cpu    float64 // the server process's CPU time a request, in µs (Linux /proc)
 }
 
 func main() {
@@ -136,15 +139,26 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "built %s, data ready, in %s\n", strings.Join(revs, " and "), time.Since(start).Round(time.Second))
 
-	// Two targets: the new server and the baseline server, or the new server's /healthz.
-	names, bases := []string{"new", "baseline"}, []string{}
-	for _, name := range names[:len(revs)] {
-		p, base, err := startServer(ctx, filepath.Join(tmp, name), dbURL, filepath.Join(cfg.dir, name+".log"))
+	// Two targets: the new server and the baseline server, or the new server's /healthz, or the new
+	// server with metrics and without.
+	names, bins, bases, servers := []string{"new", "baseline"}, []string{"new", "baseline"}, []string{}, []*proc{}
+	var env [2][]string
+	if cfg.metrics {
+		names, bins = []string{"metrics", "no-metrics"}, []string{"new", "new"}
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		env[0] = []string{fmt.Sprint("ROLODEX_METRICS_ADDR=127.0.0.1:", port)}
+		revs = append(revs, revs[0]+" without -metrics-addr")
+	}
+	for i, name := range names[:len(revs)] {
+		p, base, err := startServer(ctx, filepath.Join(tmp, bins[i]), dbURL, filepath.Join(cfg.dir, name+".log"), env[i]...)
 		if err != nil {
 			return fmt.Errorf("%s server: %w", name, err)
 		}
 		defer p.stop(syscall.SIGTERM)
-		bases = append(bases, base)
+		bases, servers = append(bases, base), append(servers, p)
 	}
 	if len(revs) == 1 {
 		bases, names[1] = append(bases, bases[0]), healthz.name
@@ -189,10 +203,13 @@ next:
 		fmt.Fprintf(stdout, "round %d of %d\n", round+1, cfg.rounds)
 		for j, s := range picked {
 			for _, i := range [][]int{{0, 1}, {1, 0}}[round%2] {
+				server := servers[min(i, len(servers)-1)]
+				cpu := cpuTicks(server)
 				r, err := runWrk(ctx, script, bases[i], c, load(i, s), cfg.seconds)
 				if err != nil {
 					return fmt.Errorf("%s on %s: %w", s.name, names[i], err)
 				}
+				r.cpu = float64(cpuTicks(server)-cpu) * 1e4 / (r.rps * float64(cfg.seconds)) // 100 ticks a second
 				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f req/s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p99)), r.errors)
 				results[j][i] = append(results[j][i], r)
 			}
@@ -231,6 +248,19 @@ next:
 		}
 		notes = append(notes, fmt.Sprintf("%s / %s req/s, paired by round: median (range): %s", s.name, picked[p].name, strings.Join(per, "; ")))
 	}
+	// CPU time a request is steadier than req/s on a busy machine: what the server itself spent.
+	for j, s := range picked {
+		if !cfg.metrics {
+			break
+		}
+		var xs []float64
+		for k := range results[j][0] {
+			xs = append(xs, results[j][0][k].cpu/results[j][1][k].cpu)
+		}
+		cpu := func(r result) float64 { return r.cpu }
+		notes = append(notes, fmt.Sprintf("%s: server CPU a request, median of the rounds: metrics %.1f µs, no-metrics %.1f µs; paired by round: %.3f (%.3f–%.3f)",
+			s.name, median(results[j][0], cpu), median(results[j][1], cpu), middle(xs), slices.Min(xs), slices.Max(xs)))
+	}
 	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
 	if cfg.imports > 0 {
 		section, err := importBench(ctx, stdout, filepath.Join(tmp, "new"), dbURL, bases[0], cfg.imports)
@@ -259,6 +289,9 @@ func parseConfig(getenv func(string) string) (config, error) {
 		return v
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
+	if cfg.metrics = or("BENCH_METRICS", "") == "1"; cfg.metrics && cfg.baseline != "" {
+		return cfg, errors.New("BENCH_METRICS=1 compares this tree with itself: give no BASELINE")
+	}
 	d, err := time.ParseDuration(or("BENCH_TIME", "5s"))
 	if err != nil || d < time.Second {
 		return cfg, fmt.Errorf("BENCH_TIME=%q: want a duration of at least 1s", getenv("BENCH_TIME"))
@@ -383,6 +416,19 @@ func (p *proc) stop(sig os.Signal) {
 		p.cmd.Process.Kill()
 		<-p.done
 	}
+}
+
+// cpuTicks is the user and system CPU time p has used, in clock ticks (1/100 s); 0 where /proc is not.
+func cpuTicks(p *proc) int64 {
+	b, _ := os.ReadFile(fmt.Sprint("/proc/", p.cmd.Process.Pid, "/stat"))
+	_, rest, _ := bytes.Cut(b, []byte(") ")) // after the command's name, which may hold spaces
+	f := strings.Fields(string(rest))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64) // utime, field 14 of proc(5)
+	s, _ := strconv.ParseInt(f[12], 10, 64) // stime, field 15
+	return u + s
 }
 
 // freePort returns a free loopback port in 20000-32767: below Linux's ephemeral ports, so no
@@ -644,7 +690,7 @@ var client = &http.Client{Timeout: 10 * time.Second}
 // for 100 years (the loaded ones date from 2025), its log in logPath, and returns once GET /healthz
 // answers 200: a server listens once it has migrated. (Not /readyz: before 133c224 it refused a
 // database migrated past the binary's schema, as a baseline's is.)
-func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string, error) {
+func startServer(ctx context.Context, bin, dbURL, logPath string, env ...string) (*proc, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -653,6 +699,7 @@ func startServer(ctx context.Context, bin, dbURL, logPath string) (*proc, string
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, fmt.Sprint("ROLODEX_ADDR=127.0.0.1:", port),
 		"ROLODEX_RATE_LIMIT=0", "ROLODEX_AUTH_FAILURE_LIMIT=0", "ROLODEX_EVENT_RETENTION=876000h")
+	cmd.Env = append(cmd.Env, env...)
 	p, err := startProc(ctx, cmd, logPath, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/healthz", nil)
 		resp, err := client.Do(req)
@@ -765,6 +812,9 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	baseline := "GET /healthz of the same server (the HTTP stack's ceiling), paired with each scenario"
 	if len(revs) > 1 {
 		baseline = fmt.Sprintf("`%s` (%s)", revs[1], cfg.baseline)
+	}
+	if cfg.metrics {
+		baseline = "the same binary without -metrics-addr (new: with it, scraped by nobody)"
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+

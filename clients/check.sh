@@ -6,6 +6,8 @@
 #  4. walk.mjs: every endpoint and the main error cases through Prism proxies in front of the server.
 #  5. openapi-typescript: types from the served document; client.ts (openapi-fetch) must compile
 #     against them with tsc, without casts, and then run against the server.
+#  6. contract.mjs: a Portman contract test of every operation, from the served document's own
+#     examples and links, run by newman on the demo data: zero failures.
 set -euo pipefail
 cd "$(dirname "$0")"
 root=$(cd .. && pwd)
@@ -82,6 +84,14 @@ if grep -nE '\bas\b|\bany\b|@ts-' client.ts; then
 fi
 node_modules/.bin/tsc -p tsconfig.json
 ROLODEX_URL=$base ROLODEX_KEY=$key node "$out/client.js"
+
+echo "== portman + newman contract test"
+BASE=$base KEY=$key DOC=$out/openapi.json OUT=$out node contract.mjs >"$out/contract.log" 2>&1 || {
+  cat "$out/contract.log" >&2
+  echo "the contract test failed (its collection: $out/contract.json)" >&2
+  exit 1
+}
+tail -n 1 "$out/contract.log"
 
 if [ "$walk" != 0 ]; then
   echo "the prism walk failed (see above; Prism's logs are in $out/prism-*.log)" >&2
