@@ -49,23 +49,13 @@ func newRequestIDs() *requestIDs {
 	return &requestIDs{prefix: hex.EncodeToString(b[:])}
 }
 
-func (g *requestIDs) next() string {
-	return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36)
-}
+func (g *requestIDs) next() string { return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36) }
 
 // saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 characters of
 // letters, digits and -_.:
 func saneRequestID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			strings.IndexByte("-_.:", c) >= 0) {
-			return false
-		}
-	}
-	return true
+	const sane = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:"
+	return len(s) > 0 && len(s) <= 128 && strings.Trim(s, sane) == ""
 }
 
 // statusRecorder remembers the status a handler wrote, for the access log and for recovery.
