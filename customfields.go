@@ -357,6 +357,7 @@ type customRow struct {
 	num     pgtype.Text
 	time    pgtype.Timestamptz
 	unique  int16
+	n       int16 // of a multiSelect's values
 }
 
 // customColumn is the SQL of the custom JSON of a row of table, for the select of a resource: the
@@ -546,7 +547,7 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	if len(cv.rows) == 0 {
 		return nil
 	}
-	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode) VALUES `
+	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES `
 	args := []any{companyID, objectID}
 	var unique []customRow
 	for i, r := range cv.rows {
@@ -554,8 +555,8 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 			q += ", "
 		}
 		n := len(args)
-		q += fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint)", n+1, n+2, n+3, n+4, n+5)
-		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique)
+		q += fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6)
+		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n)
 		if r.unique != 0 {
 			unique = append(unique, r)
 		}
@@ -591,7 +592,10 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		}
 		errs = append(errs, fieldError{Field: "custom." + cv.keys[r.fieldID], Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
 	}
-	return errs
+	if errs != nil {
+		return errs
+	}
+	return nil
 }
 
 // checkValue checks raw, a JSON value sent for field f, and returns it as the API writes it, with
@@ -633,7 +637,8 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 		if s := string(raw); s != "true" && s != "false" {
 			return nil, nil, "must be true or false"
 		}
-		return text(string(raw))
+		row.text = pgtype.Text{String: string(raw), Valid: true}
+		return raw, []customRow{row}, ""
 	case "multiSelect":
 		var ss []string
 		if json.Unmarshal(raw, &ss) != nil || raw[0] != '[' || len(ss) > maxMultiSelected {
@@ -644,7 +649,7 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 			if !slices.Contains(options, s) || slices.Contains(ss[:i], s) {
 				return nil, nil, fmt.Sprintf("[%d] must be a distinct option value of the field: %s", i, strings.Join(options, ", "))
 			}
-			rows = append(rows, customRow{fieldID: f.ID, text: pgtype.Text{String: s, Valid: true}})
+			rows = append(rows, customRow{fieldID: f.ID, text: pgtype.Text{String: s, Valid: true}, n: int16(i)})
 		}
 		return appendStrings(nil, ss), rows, ""
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -132,4 +133,150 @@ func TestCustomFieldLimit(t *testing.T) {
 	wantProblem(t, call(t, "POST", "/v1/customFields", c.key, `{"object": "business", "key": "one_more", "label": "T", "type": "text"}`),
 		http.StatusUnprocessableEntity, "field_limit")
 	defineField(t, c.key, `{"object": "contact", "key": "one_more", "label": "T", "type": "text"}`)
+}
+
+// contactFields defines one field of each type on contacts and returns the user id a user field
+// may take.
+func contactFields(t *testing.T, key string) {
+	t.Helper()
+	for _, def := range []string{
+		`{"key": "note", "type": "text"}`, `{"key": "arr", "type": "number"}`, `{"key": "fee", "type": "money"}`,
+		`{"key": "born", "type": "date"}`, `{"key": "seen", "type": "datetime"}`, `{"key": "vip", "type": "boolean"}`,
+		`{"key": "tier", "type": "select", "options": [{"value": "gold"}, {"value": "silver"}]}`,
+		`{"key": "tags", "type": "multiSelect", "options": [{"value": "a"}, {"value": "b"}, {"value": "c"}]}`,
+		`{"key": "site", "type": "url"}`, `{"key": "mail", "type": "email", "unique": true}`, `{"key": "owner", "type": "user"}`,
+	} {
+		defineField(t, key, `{"object": "contact", "label": "L", `+def[1:])
+	}
+}
+
+func TestCustomValues(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	contactFields(t, c.key)
+	o, r := create(t, c.key, "/v1/contacts", `{"name": "Ana"}`)
+	path := itemPath("/v1/contacts", o.id())
+	const empty = `{"note":null,"arr":null,"fee":null,"born":null,"seen":null,"vip":null,"tier":null,"tags":null,"site":null,"mail":null,"owner":null}`
+	if got := string(decode[map[string]json.RawMessage](t, r.body)["custom"]); got != empty {
+		t.Errorf("POST custom = %s; want %s", got, empty)
+	}
+	if got := customOf(t, c.key, path); got != empty {
+		t.Errorf("GET custom = %s; want %s", got, empty)
+	}
+
+	set := fmt.Sprintf(`{"custom": {"note": "<b>", "arr": 1200.50, "fee": 1e2, "born": "2026-12-01", "seen": "2026-11-21T10:30:00.1234+01:00",
+		"vip": true, "tier": "gold", "tags": ["b", "a"], "site": "https://x.example/", "mail": "Ana@X.example", "owner": %d}}`, c.userID)
+	r = wantStatus(t, call(t, "PATCH", path, c.key, set), http.StatusOK)
+	want := fmt.Sprintf(`{"note":"\u003cb\u003e","arr":1200.50,"fee":100,"born":"2026-12-01","seen":"2026-11-21T09:30:00.123Z","vip":true,"tier":"gold","tags":["b","a"],"site":"https://x.example/","mail":"Ana@X.example","owner":%d}`, c.userID)
+	if got := string(decode[map[string]json.RawMessage](t, r.body)["custom"]); got != want {
+		t.Errorf("PATCH custom =\n%s; want\n%s", got, want)
+	}
+	if got := customOf(t, c.key, path); got != want {
+		t.Errorf("GET custom =\n%s; want\n%s", got, want)
+	}
+	if got := listPage[map[string]json.RawMessage](t, c.key, "/v1/contacts").Data[0]["custom"]; string(got) != want {
+		t.Errorf("list custom = %s", got)
+	}
+
+	t.Run("a merge patch: absent unchanged, null clears, {} changes nothing", func(t *testing.T) {
+		before := mustGet(t, c.key, path)
+		wantStatus(t, call(t, "PATCH", path, c.key, `{"custom": {}}`), http.StatusOK)
+		wantStatus(t, call(t, "PATCH", path, c.key, `{"custom": {"tier": "gold"}}`), http.StatusOK)
+		wantUnchanged(t, c.key, path, before)
+		wantStatus(t, call(t, "PATCH", path, c.key, `{"custom": {"note": null}}`), http.StatusOK)
+		if got := customOf(t, c.key, path); got != strings.Replace(want, `"\u003cb\u003e"`, "null", 1) {
+			t.Errorf("custom = %s", got)
+		}
+	})
+	t.Run("bad values are 422 naming custom.<key>, and change nothing", func(t *testing.T) {
+		before := mustGet(t, c.key, path)
+		other := newTestCompany(t)
+		for body, field := range map[string]string{
+			`{"nope": 1}`: "custom.nope", `{"note": 5}`: "custom.note", `{"arr": "5"}`: "custom.arr",
+			`{"arr": 1234567890123456789}`: "custom.arr", `{"fee": 1.234}`: "custom.fee", `{"fee": -1}`: "custom.fee",
+			`{"born": "2026-02-30"}`: "custom.born", `{"seen": "yesterday"}`: "custom.seen", `{"vip": "true"}`: "custom.vip",
+			`{"tier": "platinum"}`: "custom.tier", `{"tags": ["a", "a"]}`: "custom.tags", `{"tags": "a"}`: "custom.tags",
+			`{"site": "ftp://x"}`: "custom.site", `{"mail": "not mail"}`: "custom.mail", `{"owner": "1"}`: "custom.owner",
+			fmt.Sprintf(`{"owner": %d}`, other.userID): "custom.owner", `{"note": "` + strings.Repeat("x", 1001) + `"}`: "custom.note",
+		} {
+			wantFields(t, call(t, "PATCH", path, c.key, `{"custom": `+body+`}`), field)
+		}
+		wantFields(t, call(t, "PATCH", path, c.key, `{"custom": [1]}`), "custom")
+		wantFields(t, call(t, "POST", "/v1/contacts", c.key, `{"name": "X", "custom": {"nope": 1, "tier": "x"}}`), "custom.nope", "custom.tier")
+		wantUnchanged(t, c.key, path, before)
+	})
+	t.Run("previousAttributes holds exactly the changed custom keys", func(t *testing.T) {
+		wantStatus(t, call(t, "PATCH", path, c.key, `{"city": "Oslo", "custom": {"tier": "silver", "arr": -3}}`), http.StatusOK)
+		evs, _ := waitFeed(t, c.key, "", "type=contact.updated", 3)
+		want := obj{"city": nil, "custom": map[string]any{"arr": json.Number("1200.50"), "tier": "gold"}}
+		if diff := cmp.Diff(want, evs[2].Data.PreviousAttributes); diff != "" {
+			t.Errorf("previousAttributes (-want +got):\n%s", diff)
+		}
+		if got := evs[2].Data.Object["custom"].(map[string]any)["arr"]; got != json.Number("-3") {
+			t.Errorf("event object custom.arr = %v; want -3", got)
+		}
+	})
+	t.Run("required fields", func(t *testing.T) {
+		d := newTestCompany(t)
+		defineField(t, d.key, `{"object": "business", "key": "region", "label": "R", "type": "text", "required": true}`)
+		wantFields(t, call(t, "POST", "/v1/business", d.key, `{"title": "T"}`), "custom.region")
+		b, _ := create(t, d.key, "/v1/business", `{"title": "T", "custom": {"region": "north"}}`)
+		wantFields(t, call(t, "PATCH", itemPath("/v1/business", b.id()), d.key, `{"custom": {"region": null}}`), "custom.region")
+	})
+	t.Run("organizations carry custom, also expanded", func(t *testing.T) {
+		defineField(t, c.key, `{"object": "organization", "key": "size", "label": "S", "type": "number"}`)
+		org, _ := create(t, c.key, "/v1/organizations", `{"name": "Acme", "custom": {"size": 12}}`)
+		ct, _ := create(t, c.key, "/v1/contacts", fmt.Sprintf(`{"name": "Bo", "organizationId": %d}`, org.id()))
+		r := mustGet(t, c.key, itemPath("/v1/contacts", ct.id())+"?expand[]=organization")
+		exp := decode[map[string]map[string]json.RawMessage](t, []byte(`{"x":`+string(decode[map[string]json.RawMessage](t, r.body)["organization"])+`}`))
+		if got := string(exp["x"]["custom"]); got != `{"size":12}` {
+			t.Errorf("expanded organization custom = %s", got)
+		}
+	})
+	t.Run("an idempotent replay carries custom", func(t *testing.T) {
+		body := `{"name": "Cy", "custom": {"tier": "gold"}}`
+		a := wantStatus(t, call(t, "POST", "/v1/contacts", c.key, body, "Idempotency-Key", "cf-1"), http.StatusCreated)
+		b := wantStatus(t, call(t, "POST", "/v1/contacts", c.key, body, "Idempotency-Key", "cf-1"), http.StatusCreated)
+		if string(a.body) != string(b.body) || !strings.Contains(string(b.body), `"tier":"gold"`) {
+			t.Errorf("replay = %s; first %s", b.body, a.body)
+		}
+	})
+}
+
+func TestCustomUniqueConcurrent(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "code", "label": "C", "type": "text", "unique": true}`)
+	held, _ := create(t, c.key, "/v1/contacts", `{"name": "Holder", "custom": {"code": "Z9"}}`)
+	p := wantFields(t, call(t, "POST", "/v1/contacts", c.key, `{"name": "B", "custom": {"code": "z9"}}`), "custom.code")
+	if !strings.Contains(p.Errors[0].Message, fmt.Sprint(held.id())) {
+		t.Errorf("message %q does not name the holder %d", p.Errors[0].Message, held.id())
+	}
+	const n = 16
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := call(t, "POST", "/v1/contacts", c.key, `{"name": "Racer", "custom": {"code": "SAME"}}`)
+			statuses[i] = r.status
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			won++
+		case http.StatusUnprocessableEntity:
+		default:
+			t.Errorf("status %d", s)
+		}
+	}
+	if won != 1 || countOf(t, c.key, "/v1/contacts/count?custom.code=same") != 1 {
+		t.Errorf("%d creates won; want exactly 1 (%v)", won, statuses)
+	}
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/contacts", held.id()), c.key, ""), http.StatusNoContent)
+	create(t, c.key, "/v1/contacts", `{"name": "Next", "custom": {"code": "z9"}}`)
 }

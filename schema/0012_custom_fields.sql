@@ -34,7 +34,9 @@ CREATE TABLE custom_values (
     text_value  text,        -- text, email, url, select, multiSelect, date, boolean
     num_value   numeric,     -- number, money, user
     time_value  timestamptz, -- datetime
-    unique_mode smallint NOT NULL DEFAULT 0
+    unique_mode smallint NOT NULL DEFAULT 0,
+    n           smallint NOT NULL DEFAULT 0, -- a multiSelect's values: 0, 1, ...
+    PRIMARY KEY (company_id, object_id, field_id, n) -- also serves the deletes of an object's values
 );
 CREATE INDEX custom_values_text ON custom_values (company_id, field_id, text_value COLLATE "C", object_id)
     WHERE text_value IS NOT NULL;
@@ -44,7 +46,6 @@ CREATE INDEX custom_values_num ON custom_values (company_id, field_id, num_value
     WHERE num_value IS NOT NULL;
 CREATE INDEX custom_values_time ON custom_values (company_id, field_id, time_value, object_id)
     WHERE time_value IS NOT NULL;
-CREATE INDEX custom_values_object ON custom_values (company_id, object_id, field_id);
 CREATE UNIQUE INDEX custom_values_unique_folded ON custom_values (company_id, field_id, lower(text_value))
     WHERE unique_mode = 1;
 CREATE UNIQUE INDEX custom_values_unique_text ON custom_values (company_id, field_id, text_value)
