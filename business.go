@@ -85,7 +85,7 @@ func (b *business) sortKey(sort string) (string, bool) {
 	case "position":
 		return strconv.FormatInt(b.Position.Int64, 10), false
 	}
-	return "", false
+	return b.Custom.sortKey(sort)
 }
 
 func (b *business) relatedID(name string) (int64, bool) {

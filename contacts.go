@@ -82,7 +82,7 @@ func (c *contact) sortKey(sort string) (string, bool) {
 	case "surname":
 		return c.Surname.String, !c.Surname.Valid
 	}
-	return "", false
+	return c.Custom.sortKey(sort)
 }
 
 func (c *contact) relatedID(name string) (int64, bool) {

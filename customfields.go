@@ -419,7 +419,10 @@ func appendMembers(b []byte, members []member) []byte {
 // sortKey is the object's key in a list sorted by custom field (customSort names the sort).
 func (cv *customValues) sortKey(sort string) (string, bool) {
 	key, isTime := strings.CutPrefix(sort, "custom@")
-	key, _ = strings.CutPrefix(key, "custom.")
+	key, isCustom := strings.CutPrefix(key, "custom.")
+	if !isTime && !isCustom {
+		return "", false // not a custom sort: id
+	}
 	members, _, _ := jsonMembers(cv.json)
 	i := slices.IndexFunc(members, func(m member) bool { return m.name == key })
 	if i < 0 || isNull(members[i].raw) {
@@ -763,7 +766,7 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 			if kind == keyTime {
 				name = "custom@" + f.Key
 			}
-			lq.sort = &sortField{name: name, kind: kind, nullable: true,
+			lq.sort = &sortField{name: name, kind: kind, nullable: true, nullsFirstDesc: true,
 				col: fmt.Sprintf(`(SELECT v.%s FROM custom_values v WHERE v.company_id = $1 AND v.field_id = %d AND v.object_id = %s.id)`, col, f.ID, res.table)}
 			lq.desc = desc
 			lq.binding += "sort=" + strconv.Quote(v) + "\n"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ func TestCustomFieldDefinitions(t *testing.T) {
 	path := itemPath("/v1/customFields", id)
 	got := decode[obj](t, mustGet(t, c.key, path).body)
 	want := obj{"id": json.Number(fmt.Sprint(id)), "object": "contact", "key": "tier", "label": "Tier", "type": "select",
-		"options": []any{map[string]any{"value": "gold", "label": "Gold"}, map[string]any{"value": "silver", "label": "silver"}},
+		"options":  []any{map[string]any{"value": "gold", "label": "Gold"}, map[string]any{"value": "silver", "label": "silver"}},
 		"required": false, "unique": false, "createdAt": got["createdAt"], "updatedAt": got["updatedAt"]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GET %s (-want +got):\n%s", path, diff)
@@ -46,17 +47,17 @@ func TestCustomFieldDefinitions(t *testing.T) {
 	})
 	t.Run("bad definitions are 422 naming the member", func(t *testing.T) {
 		for body, field := range map[string]string{
-			`{"object": "contact", "key": "Tier", "label": "T", "type": "text"}`:                                      "key",
-			`{"object": "contact", "key": "a123456789012345678901234567890123456789x", "label": "T", "type": "text"}`: "key",
-			`{"object": "deal", "key": "x", "label": "T", "type": "text"}`:                                           "object",
-			`{"object": "contact", "key": "x", "label": "T", "type": "color"}`:                                       "type",
-			`{"object": "contact", "key": "x", "label": "T", "type": "select"}`:                                      "options",
-			`{"object": "contact", "key": "x", "label": "T", "type": "select", "options": []}`:                       "options",
-			`{"object": "contact", "key": "x", "label": "T", "type": "select", "options": [{"value": "A"}]}`:         "options",
+			`{"object": "contact", "key": "Tier", "label": "T", "type": "text"}`:                                             "key",
+			`{"object": "contact", "key": "a123456789012345678901234567890123456789x", "label": "T", "type": "text"}`:        "key",
+			`{"object": "deal", "key": "x", "label": "T", "type": "text"}`:                                                   "object",
+			`{"object": "contact", "key": "x", "label": "T", "type": "color"}`:                                               "type",
+			`{"object": "contact", "key": "x", "label": "T", "type": "select"}`:                                              "options",
+			`{"object": "contact", "key": "x", "label": "T", "type": "select", "options": []}`:                               "options",
+			`{"object": "contact", "key": "x", "label": "T", "type": "select", "options": [{"value": "A"}]}`:                 "options",
 			`{"object": "contact", "key": "x", "label": "T", "type": "select", "options": [{"value": "a"}, {"value": "a"}]}`: "options",
-			`{"object": "contact", "key": "x", "label": "T", "type": "text", "options": [{"value": "a"}]}`:           "options",
-			`{"object": "contact", "key": "x", "label": "T", "type": "boolean", "unique": true}`:                     "unique",
-			`{"object": "contact", "key": "x", "label": "T"}`:                                                        "type",
+			`{"object": "contact", "key": "x", "label": "T", "type": "text", "options": [{"value": "a"}]}`:                   "options",
+			`{"object": "contact", "key": "x", "label": "T", "type": "boolean", "unique": true}`:                             "unique",
+			`{"object": "contact", "key": "x", "label": "T"}`:                                                                "type",
 		} {
 			wantFields(t, call(t, "POST", "/v1/customFields", c.key, body), field)
 		}
@@ -279,4 +280,124 @@ func TestCustomUniqueConcurrent(t *testing.T) {
 	}
 	wantStatus(t, call(t, "DELETE", itemPath("/v1/contacts", held.id()), c.key, ""), http.StatusNoContent)
 	create(t, c.key, "/v1/contacts", `{"name": "Next", "custom": {"code": "z9"}}`)
+}
+
+func TestCustomListsFilterSortAndCount(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	for _, def := range []string{
+		`{"key": "tier", "type": "select", "options": [{"value": "gold"}, {"value": "silver"}]}`,
+		`{"key": "arr", "type": "number"}`, `{"key": "seen", "type": "datetime"}`, `{"key": "note", "type": "text"}`,
+		`{"key": "tags", "type": "multiSelect", "options": [{"value": "a"}, {"value": "b"}]}`, `{"key": "vip", "type": "boolean"}`,
+	} {
+		defineField(t, c.key, `{"object": "contact", "label": "L", `+def[1:])
+	}
+	type row struct {
+		tier, note string
+		arr        any // nil: unset
+		seen       string
+		tags       string
+		vip        bool
+	}
+	rows := []row{
+		{"gold", "Beta", 10, "2026-01-02T00:00:00Z", `["a"]`, true}, {"silver", "alpha", -5.5, "", `["a", "b"]`, false},
+		{"gold", "", nil, "2026-01-01T00:00:00Z", `[]`, true}, {"", "beta", 10, "", `["b"]`, false},
+		{"gold", "Gamma", 300, "2026-03-01T00:00:00Z", `null`, false}, {"", "", nil, "", `null`, false},
+		{"silver", "delta", 0.25, "2026-02-01T00:00:00Z", `["a"]`, true},
+	}
+	ids := make([]int64, len(rows))
+	str := func(s string) string {
+		if s == "" {
+			return "null"
+		}
+		return `"` + s + `"`
+	}
+	for i, r := range rows {
+		arr := "null"
+		if r.arr != nil {
+			arr = fmt.Sprint(r.arr)
+		}
+		o, _ := create(t, c.key, "/v1/contacts", fmt.Sprintf(`{"name": "C%d", "withSales": %v, "custom": {"tier": %s, "note": %s, "arr": %s, "seen": %s, "tags": %s, "vip": %v}}`,
+			i, i%2 == 0, str(r.tier), str(r.note), arr, str(r.seen), r.tags, r.vip))
+		ids[i] = o.id()
+	}
+	pick := func(idx ...int) []int64 {
+		out := []int64{}
+		for _, i := range idx {
+			out = append(out, ids[i])
+		}
+		return out
+	}
+	walkIDs := func(query string) []int64 {
+		got := []int64{}
+		for _, o := range walkList[obj](t, c.key, "/v1/contacts", query, 2) {
+			got = append(got, o.id())
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		query string
+		want  []int64
+	}{
+		{"custom.tier=gold", pick(0, 2, 4)},
+		{"custom.tier=gold&withSales=true", pick(0, 2, 4)},
+		{"custom.tier=gold&withSales=false", pick()},
+		{"custom.note=BETA", pick(0, 3)},
+		{"custom.arr=10", pick(0, 3)},
+		{"custom.arr[gte]=0.25", pick(0, 3, 4, 6)},
+		{"custom.arr[lt]=0.25", pick(1)},
+		{"custom.arr[gt]=-6&custom.arr[lte]=10", pick(0, 1, 3, 6)},
+		{"custom.seen[gte]=2026-01-02T00:00:00Z", pick(0, 4, 6)},
+		{"custom.tags=a", pick(0, 1, 6)},
+		{"custom.vip=true", pick(0, 2, 6)},
+		{"sort=custom.arr", pick(1, 6, 0, 3, 4, 2, 5)},
+		{"sort=-custom.arr", pick(5, 2, 4, 3, 0, 6, 1)},
+		{"sort=custom.note", pick(0, 4, 1, 3, 6, 2, 5)},
+		{"sort=custom.seen", pick(2, 0, 6, 4, 1, 3, 5)},
+		{"sort=-custom.tier&custom.arr[gte]=0", pick(3, 6, 4, 0)},
+	} {
+		if diff := cmp.Diff(tc.want, walkIDs(tc.query)); diff != "" {
+			t.Errorf("walk %s (-want +got):\n%s", tc.query, diff)
+		}
+		if count, _, _ := strings.Cut(tc.query, "sort="); !strings.HasPrefix(tc.query, "sort=") {
+			if got := countOf(t, c.key, "/v1/contacts/count?"+count); got != int64(len(tc.want)) {
+				t.Errorf("count %s = %d; want %d", count, got, len(tc.want))
+			}
+		}
+	}
+	t.Run("an unknown key or an operator its type lacks is 400 naming the parameter", func(t *testing.T) {
+		for _, q := range []string{"custom.nope=1", "custom.tier[gte]=gold", "custom.arr=abc", "custom.arr[like]=1", "custom.seen=yesterday", "custom.tags=A"} {
+			name, _, _ := strings.Cut(q, "=")
+			p := wantProblem(t, call(t, "GET", "/v1/contacts?"+q, c.key, ""), http.StatusBadRequest, "invalid_parameter")
+			if len(p.Errors) != 1 || p.Errors[0].Field != name {
+				t.Errorf("GET ?%s: errors %+v; want one naming %s", q, p.Errors, name)
+			}
+			wantProblem(t, call(t, "GET", "/v1/contacts/count?"+q, c.key, ""), http.StatusBadRequest, "invalid_parameter")
+		}
+		for _, q := range []string{"sort=custom.tags", "sort=custom.nope"} {
+			wantProblem(t, call(t, "GET", "/v1/contacts?"+q, c.key, ""), http.StatusBadRequest, "invalid_parameter")
+		}
+		other := newTestCompany(t)
+		wantProblem(t, call(t, "GET", "/v1/contacts?custom.tier=gold", other.key, ""), http.StatusBadRequest, "invalid_parameter")
+	})
+	t.Run("a cursor is good only for its sort and filters", func(t *testing.T) {
+		p := listPage[obj](t, c.key, "/v1/contacts?limit=1&sort=custom.arr")
+		cur := url.QueryEscape(*p.Pagination.NextCursor)
+		wantProblem(t, call(t, "GET", "/v1/contacts?limit=1&sort=custom.note&cursor="+cur, c.key, ""), http.StatusBadRequest, "invalid_parameter")
+		wantProblem(t, call(t, "GET", "/v1/contacts?limit=1&sort=custom.arr&custom.tier=gold&cursor="+cur, c.key, ""), http.StatusBadRequest, "invalid_parameter")
+	})
+	t.Run("business and organizations filter too", func(t *testing.T) {
+		defineField(t, c.key, `{"object": "organization", "key": "size", "label": "S", "type": "number"}`)
+		org, _ := create(t, c.key, "/v1/organizations", `{"name": "Big", "custom": {"size": 500}}`)
+		create(t, c.key, "/v1/organizations", `{"name": "Small", "custom": {"size": 5}}`)
+		if got := listPage[obj](t, c.key, "/v1/organizations?custom.size[gt]=100").Data; len(got) != 1 || got[0].id() != org.id() {
+			t.Errorf("organizations size>100 = %v", got)
+		}
+		defineField(t, c.key, `{"object": "business", "key": "renewal", "label": "R", "type": "date"}`)
+		create(t, c.key, "/v1/business", `{"title": "B1", "custom": {"renewal": "2027-01-31"}}`)
+		create(t, c.key, "/v1/business", `{"title": "B2", "custom": {"renewal": "2026-06-30"}}`)
+		if got := walkList[obj](t, c.key, "/v1/business", "sort=-custom.renewal&custom.renewal[lt]=2028-01-01", 1); len(got) != 2 || got[0]["title"] != "B1" {
+			t.Errorf("business by -renewal = %v", got)
+		}
+	})
 }
