@@ -859,3 +859,92 @@ func takeCustom(q url.Values) url.Values {
 	}
 	return custom
 }
+
+// handleCustomOpenAPI answers GET /v1/openapi.json: without a key, the embedded document, whose
+// custom is a free-form object; with a key, the document with custom described by the company's own
+// fields, so that a client generated from it is typed. A key that is not valid is 401.
+func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	plain := handleOpenAPI()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("x-api-key")
+		if key == "" {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		t, err := auth.resolve(r.Context(), key, true)
+		if errors.Is(err, errNotFound) {
+			writeProblem(w, r, errUnauthorized)
+			return
+		}
+		var fields []customField
+		if err == nil {
+			err = st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
+		}
+		var doc map[string]any
+		if err == nil {
+			err = json.Unmarshal(openAPIDocument, &doc)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
+			props, required := map[string]any{}, []string{}
+			for _, f := range fields {
+				if f.Object == object {
+					props[f.Key], required = f.jsonSchema(), append(required, f.Key)
+				}
+			}
+			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required,
+				"description": "The company's custom fields of " + object + " objects: every one present, null where unset."}
+			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props,
+				"description": "A merge patch of the company's custom fields of " + object + " objects: an absent key is unchanged, null clears."}
+			for _, s := range []string{name, name + "Create", name + "Update"} {
+				if schema, ok := schemas[s].(map[string]any); ok {
+					ref := "#/components/schemas/" + name + "CustomPatch"
+					if s == name {
+						ref = "#/components/schemas/" + name + "Custom"
+					}
+					schema["properties"].(map[string]any)["custom"] = map[string]any{"$ref": ref}
+				}
+			}
+		}
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, r, http.StatusOK, append(b, '\n'))
+	})
+}
+
+// jsonSchema is the JSON Schema of f's value in custom.
+func (f *customField) jsonSchema() map[string]any {
+	s := map[string]any{"title": f.Label}
+	switch f.Type {
+	case "text", "url", "email", "date", "datetime", "select":
+		s["type"] = []string{"string", "null"}
+		s["format"] = map[string]string{"url": "uri", "email": "email", "date": "date", "datetime": "date-time"}[f.Type]
+		if f.Type == "select" {
+			s["enum"] = append(slices.Collect(func(yield func(any) bool) {
+				for _, v := range f.optionValues() {
+					yield(v)
+				}
+			}), nil)
+		}
+	case "number", "money":
+		s["type"] = []string{"number", "null"}
+	case "boolean":
+		s["type"] = []string{"boolean", "null"}
+	case "user":
+		s["type"], s["format"] = []string{"integer", "null"}, "int64"
+	case "multiSelect":
+		s["type"], s["maxItems"], s["uniqueItems"] = []string{"array", "null"}, maxMultiSelected, true
+		s["items"] = map[string]any{"type": "string", "enum": f.optionValues()}
+	}
+	if s["format"] == "" {
+		delete(s, "format")
+	}
+	return s
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,4 +401,36 @@ func TestCustomListsFilterSortAndCount(t *testing.T) {
 			t.Errorf("business by -renewal = %v", got)
 		}
 	})
+}
+
+func TestCustomOpenAPIDocument(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`)
+	defineField(t, c.key, `{"object": "business", "key": "arr", "label": "ARR", "type": "number"}`)
+	type schema struct {
+		Ref        string `json:"$ref"`
+		Type       any
+		Enum       []any
+		Required   []string
+		Properties map[string]schema
+	}
+	var doc struct{ Components struct{ Schemas map[string]schema } }
+	if err := json.Unmarshal(mustGet(t, c.key, "/v1/openapi.json").body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := doc.Components.Schemas
+	if got := s["Contact"].Properties["custom"].Ref; got != "#/components/schemas/ContactCustom" {
+		t.Errorf("Contact.custom = %q", got)
+	}
+	if got := s["ContactCustom"]; !slices.Equal(got.Required, []string{"tier"}) || !slices.Equal(got.Properties["tier"].Enum, []any{"gold", nil}) {
+		t.Errorf("ContactCustom = %+v", got)
+	}
+	if got := s["BusinessCustomPatch"].Properties["arr"].Type; fmt.Sprint(got) != "[number null]" || len(s["OrganizationCustom"].Properties) != 0 {
+		t.Errorf("BusinessCustomPatch.arr type %v, OrganizationCustom %+v", got, s["OrganizationCustom"])
+	}
+	if r := mustGet(t, "", "/v1/openapi.json"); string(r.body) != string(openAPIDocument) {
+		t.Error("without a key, the document is not the embedded one")
+	}
+	wantProblem(t, call(t, "GET", "/v1/openapi.json", "rdx_nope", ""), http.StatusUnauthorized, "unauthorized")
 }

@@ -347,7 +347,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
-	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
+	mux.Handle("GET /v1/openapi.json", handleCustomOpenAPI(st, auth, log))
 	v1 := func(pattern, scope string, h http.Handler) { mux.Handle(pattern, withScope(scope, h)) }
 
 	v1("GET /v1/contacts", "contacts:read", handleList[contact](st, contacts, log))
