@@ -415,7 +415,9 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 		Required   []string
 		Properties map[string]schema
 	}
-	var doc struct{ Components struct{ Schemas map[string]schema } }
+	var doc struct {
+		Components struct{ Schemas map[string]schema }
+	}
 	if err := json.Unmarshal(mustGet(t, c.key, "/v1/openapi.json").body, &doc); err != nil {
 		t.Fatal(err)
 	}
