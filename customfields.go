@@ -768,7 +768,7 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 			}
 			lq.sort = &sortField{name: name, kind: kind, nullable: true, nullsFirstDesc: true,
 				col: fmt.Sprintf(`(SELECT v.%s FROM custom_values v WHERE v.company_id = $1 AND v.field_id = %d AND v.object_id = %s.id)`, col, f.ID, res.table)}
-			lq.desc = desc
+			lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, f.ID, col, kind)
 			lq.binding += "sort=" + strconv.Quote(v) + "\n"
 			continue
 		}
@@ -947,4 +947,56 @@ func (f *customField) jsonSchema() map[string]any {
 		delete(s, "format")
 	}
 	return s
+}
+
+// customSortSQL returns the statement maker of a list page sorted by the custom field fieldID,
+// whose values are col of custom_values. Objects with a value come in the order of the index of
+// col (company_id, field_id, col, object_id), the others by id, as two parts, the values first
+// ascending and last descending: each part is an index walk that stops at the page's end, where one
+// ORDER BY over the whole table would sort every object of the company.
+func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind keyKind) func(string, int64) (string, []any) {
+	return func(base string, companyID int64) (string, []any) {
+		args := append([]any{companyID}, lq.args...)
+		param := func(v any, cast string) string {
+			args = append(args, v)
+			return "$" + strconv.Itoa(len(args)) + cast
+		}
+		conds := ""
+		for _, c := range lq.conds {
+			conds += " AND " + c
+		}
+		dir, cmp := "", " > "
+		if lq.desc {
+			dir, cmp = " DESC", " < "
+		}
+		bare, field := strings.Fields(col)[0], strconv.FormatInt(fieldID, 10)
+		head := base[:strings.LastIndex(base, "FROM "+table+" WHERE company_id = $1")]
+		valued := head + "FROM custom_values v JOIN " + table + " ON " + table + ".company_id = $1 AND " + table + ".id = v.object_id" +
+			" WHERE v.company_id = $1 AND v.field_id = " + field + " AND v." + bare + " IS NOT NULL" + conds
+		unset := base + conds + " AND NOT EXISTS (SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = " + field +
+			" AND v.object_id = " + table + ".id AND v." + bare + " IS NOT NULL)"
+		a := lq.after
+		switch {
+		case a != nil && a.null:
+			unset += " AND " + table + ".id" + cmp + param(a.id, "::bigint")
+		case a != nil:
+			valued += " AND (v." + col + ", v.object_id)" + cmp + "(" + param(a.arg(kind), "::text::"+keyTypes[kind].sql) + ", " + param(a.id, "::bigint") + ")"
+		}
+		limit := param(lq.limit+1, "")
+		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
+		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
+		parts := []string{valued, unset}
+		switch {
+		case a != nil && a.null && !lq.desc: // past the values
+			parts = parts[1:]
+		case a != nil && !a.null && lq.desc: // past the objects without a value
+			parts = parts[:1]
+		case lq.desc:
+			parts = []string{unset, valued}
+		}
+		if len(parts) == 1 {
+			return parts[0], args
+		}
+		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
+	}
 }

@@ -164,7 +164,8 @@ type listQuery struct {
 	args    []any
 	binding string // the sort and the filters as sent, quoted: a cursor is valid only for the same
 	after   *cursorPos
-	custom  url.Values // custom.<key> filters and sort=custom.<key>, which customSortAndFilters adds
+	custom  url.Values                                         // custom.<key> filters and sort=custom.<key>, which customSortAndFilters adds
+	pageSQL func(base string, companyID int64) (string, []any) // when not nil, makes selectSQL's statement (customSortSQL)
 }
 
 // cursorPos is where a page starts: after the row with this id and sort key.
@@ -278,6 +279,9 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 // the filters, the cursor's position, the order, and one row more than the page (it tells whether
 // there is a next page).
 func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
+	if lq.pageSQL != nil {
+		return lq.pageSQL(base, companyID)
+	}
 	q, args := lq.countSQL(base, companyID)
 	param := func(v any, cast string) string { // the placeholder of a new argument v
 		args = append(args, v)
