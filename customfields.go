@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/big"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -129,7 +131,7 @@ func (f *customField) applyOptions(raw json.RawMessage) string {
 		if slices.ContainsFunc(opts[:i], func(p customOption) bool { return p.Value == o.Value }) {
 			return fmt.Sprintf("[%d].value %q is there twice", i, o.Value)
 		}
-		label, msg := jsonString(strconv.AppendQuote(nil, cmpOr(o.Label, o.Value)), 255)
+		label, msg := jsonString(strconv.AppendQuote(nil, cmp.Or(o.Label, o.Value)), 255)
 		if msg != "" {
 			return fmt.Sprintf("[%d].label %s", i, msg)
 		}
@@ -140,13 +142,6 @@ func (f *customField) applyOptions(raw json.RawMessage) string {
 	}
 	f.Options = pgtype.Text{String: string(append(b, ']')), Valid: true}
 	return ""
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // optionValues returns the values of the field's options.
@@ -302,18 +297,11 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 			const q = `WITH d AS (UPDATE custom_fields SET deleted_at = now() WHERE company_id = $1 AND id = $2
 				AND deleted_at IS NULL RETURNING 1) SELECT count(*) FROM d`
 			if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &n); err != nil || n == 0 {
-				return answer{}, cmpErr(err, errNotFound)
+				return answer{}, cmp.Or(err, errNotFound)
 			}
 			return answer{status: http.StatusNoContent}, nil
 		})
 	})
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // purgeCustomValues deletes at most deleteBatch rows of custom_values of one deleted field, and the
@@ -349,6 +337,11 @@ type customValues struct {
 	fields []int64     // the fields whose custom_values rows the write replaces
 	keys   map[int64]string
 }
+
+// fieldID is a field id read from a row.
+type fieldID int64
+
+func (f *fieldID) scanDest() []any { return []any{(*int64)(f)} }
 
 // customRow is one row of custom_values.
 type customRow struct {
@@ -515,26 +508,21 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 
 // checkCustomUsers returns an error for each value of the fields of type user that is not a user of
 // the company.
-func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customValues, userFields []int64) (fieldErrors, error) {
-	var ids []string
+func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customValues, users []int64) (fieldErrors, error) {
+	var fields, ids []int64
 	for _, r := range cv.rows {
-		if slices.Contains(userFields, r.fieldID) {
-			ids = append(ids, r.num.String)
+		if n, _ := strconv.ParseInt(r.num.String, 10, 64); slices.Contains(users, r.fieldID) {
+			fields, ids = append(fields, r.fieldID), append(ids, n)
 		}
 	}
-	var found []int64
-	err := tx.queryRow(ctx, `SELECT coalesce(array_agg(id), '{}') FROM users WHERE company_id = $1 AND id = ANY($2::bigint[])`,
-		[]any{companyID, ids}, &found)
-	if err != nil {
-		return nil, err
-	}
+	var missing []fieldID
+	const q = `SELECT f FROM unnest($2::bigint[], $3::bigint[]) AS v (f, u) WHERE NOT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = v.u)`
 	var errs fieldErrors
-	for _, r := range cv.rows {
-		if n, _ := strconv.ParseInt(r.num.String, 10, 64); slices.Contains(userFields, r.fieldID) && !slices.Contains(found, n) {
-			errs = append(errs, fieldError{Field: "custom." + cv.keys[r.fieldID], Message: "is not a user of the company"})
-		}
+	err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, fields, ids))
+	for _, f := range missing {
+		errs = append(errs, fieldError{Field: "custom." + cv.keys[int64(f)], Message: "is not a user of the company"})
 	}
-	return errs, nil
+	return errs, err
 }
 
 // saveCustom replaces the custom_values rows of the fields a write set on the company's object id
@@ -568,23 +556,13 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		tx.queue(q, args...)
 		return nil
 	}
-	var inserted []int64
-	err := tx.read(ctx, read{q + ` ON CONFLICT DO NOTHING RETURNING field_id`, args, func(rs rows) error {
-		for rs.Next() {
-			var id int64
-			if err := rs.Scan(&id); err != nil {
-				return err
-			}
-			inserted = append(inserted, id)
-		}
-		return rs.Err()
-	}})
-	if err != nil {
+	var inserted []fieldID
+	if err := tx.read(ctx, rowsInto[fieldID](&inserted, q+` ON CONFLICT DO NOTHING RETURNING field_id`, args...)); err != nil {
 		return err
 	}
 	var errs fieldErrors
 	for _, r := range unique {
-		if slices.Contains(inserted, r.fieldID) {
+		if slices.Contains(inserted, fieldID(r.fieldID)) {
 			continue
 		}
 		var holder int64
@@ -607,129 +585,90 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 	if isNull(raw) {
 		return raw, nil, ""
 	}
-	row := customRow{fieldID: f.ID}
-	if f.Unique {
-		row.unique = uniqueModes[f.Type]
-	}
-	text := func(s string) (json.RawMessage, []customRow, string) {
-		row.text = pgtype.Text{String: s, Valid: true}
-		return appendString(nil, s), []customRow{row}, ""
-	}
-	switch f.Type {
-	case "number", "money", "user":
-		var s, msg string
-		switch f.Type {
-		case "number":
-			s, msg = parseNumber(string(raw))
-		case "money":
-			s, msg = parseMoney(string(raw))
-		default:
-			var n int64
-			n, msg = jsonInt(raw, 1, 1<<63-1)
-			s, msg = strconv.FormatInt(n, 10), cmpOr(msg, "")
-			if msg != "" {
-				msg = "must be a user id"
-			}
+	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique]}
+	var msg string
+	var user pgtype.Int8
+	switch f.Type { // the rules of the built-in fields, where one fits
+	case "number":
+		row.num.String, msg = parseNumber(string(raw))
+		row.num.Valid = msg == ""
+	case "money":
+		msg = money(&row.num)(raw)
+	case "user":
+		if msg = nullableID(&user)(raw); msg == "" {
+			row.num = pgtype.Text{String: strconv.FormatInt(user.Int64, 10), Valid: true}
 		}
-		if msg != "" {
-			return nil, nil, msg
-		}
-		row.num = pgtype.Text{String: s, Valid: true}
-		return json.RawMessage(s), []customRow{row}, ""
 	case "boolean":
-		if s := string(raw); s != "true" && s != "false" {
-			return nil, nil, "must be true or false"
-		}
-		row.text = pgtype.Text{String: string(raw), Valid: true}
-		return raw, []customRow{row}, ""
+		msg, row.text = boolean(new(bool))(raw), pgtype.Text{String: string(raw), Valid: true}
+	case "datetime":
+		msg = nullableTime(&row.time)(raw)
+	case "text", "url", "email", "date", "select":
+		check := map[string]func(string) string{"url": checkHTTPURL, "email": checkEmail, "date": checkDate, "select": f.checkOption}[f.Type]
+		msg = nullableText(&row.text, map[bool]int{true: 255, false: 1000}[f.Type == "email"], check)(raw)
 	case "multiSelect":
 		var ss []string
 		if json.Unmarshal(raw, &ss) != nil || raw[0] != '[' || len(ss) > maxMultiSelected {
 			return nil, nil, fmt.Sprintf("must be an array of at most %d option values", maxMultiSelected)
 		}
-		options, rows := f.optionValues(), []customRow{}
+		rows := []customRow{}
 		for i, s := range ss {
-			if !slices.Contains(options, s) || slices.Contains(ss[:i], s) {
-				return nil, nil, fmt.Sprintf("[%d] must be a distinct option value of the field: %s", i, strings.Join(options, ", "))
+			if msg := f.checkOption(s); msg != "" || slices.Contains(ss[:i], s) {
+				return nil, nil, fmt.Sprintf("[%d] %s", i, cmp.Or(msg, "is there twice"))
 			}
 			rows = append(rows, customRow{fieldID: f.ID, text: pgtype.Text{String: s, Valid: true}, n: int16(i)})
 		}
 		return appendStrings(nil, ss), rows, ""
 	}
-	max := 1000
-	if f.Type == "email" {
-		max = 255
-	}
-	s, msg := jsonString(raw, max)
-	if msg != "" {
+	switch {
+	case msg != "":
 		return nil, nil, msg
-	}
-	switch f.Type {
-	case "email":
-		msg = checkEmail(s)
-	case "url":
-		msg = checkHTTPURL(s)
-	case "select":
-		if options := f.optionValues(); !slices.Contains(options, s) {
-			msg = "must be an option value of the field: " + strings.Join(options, ", ")
-		}
-	case "date":
-		if d, err := time.Parse(time.DateOnly, s); err != nil || d.Format(time.DateOnly) != s {
-			msg = "must be a calendar day like 2026-12-01"
-		}
-	case "datetime":
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
-			return nil, nil, "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
-		}
-		row.time = pgtype.Timestamptz{Time: t.Truncate(time.Millisecond), Valid: true}
+	case row.num.Valid:
+		return json.RawMessage(row.num.String), []customRow{row}, ""
+	case row.time.Valid:
 		return appendTime(nil, row.time.Time), []customRow{row}, ""
+	case f.Type == "boolean":
+		return raw, []customRow{row}, ""
 	}
-	if msg != "" {
-		return nil, nil, msg
-	}
-	return text(s)
+	return appendString(nil, row.text.String), []customRow{row}, ""
 }
+
+// checkOption accepts an option value of f.
+func (f *customField) checkOption(s string) string {
+	if options := f.optionValues(); !slices.Contains(options, s) {
+		return "must be an option value of the field: " + strings.Join(options, ", ")
+	}
+	return ""
+}
+
+// checkDate accepts a calendar day: 2026-12-01.
+func checkDate(s string) string {
+	if d, err := time.Parse(time.DateOnly, s); err != nil || d.Format(time.DateOnly) != s {
+		return "must be a calendar day like 2026-12-01"
+	}
+	return ""
+}
+
+// jsonNumber is the grammar of a JSON number.
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.([0-9]+))?([eE]([+-]?[0-9]+))?$`)
 
 // parseNumber returns the decimal text of a JSON number (an exponent applied; digits as written
 // otherwise, so 1.50 stays 1.50) of at most maxNumberDigits significant digits, or what is wrong.
 func parseNumber(s string) (string, string) {
 	const msg = "must be a number of at most 18 significant digits"
-	sign, abs := "", s
-	if strings.HasPrefix(s, "-") {
-		sign, abs = "-", s[1:]
-	}
-	mant, expText, hasExp := strings.Cut(strings.ToLower(abs), "e")
-	intPart, frac, hasPoint := strings.Cut(mant, ".")
-	if !allDigits(intPart) || (len(intPart) > 1 && intPart[0] == '0') || (hasPoint && !allDigits(frac)) {
-		return "", msg
-	}
-	exp := 0
-	if hasExp {
-		e, err := strconv.Atoi(expText)
-		if err != nil || !allDigits(strings.TrimLeft(expText, "+-")) || e > 40 || e < -40 {
+	m := jsonNumber.FindStringSubmatch(s)
+	if m != nil && m[4] != "" {
+		exp, err := strconv.Atoi(m[5])
+		r, ok := new(big.Rat).SetString(s)
+		if err != nil || !ok || exp > 40 || exp < -40 {
 			return "", msg
 		}
-		exp = e
+		s = r.FloatString(max(0, len(m[3])-exp))
 	}
-	digits, point := intPart+frac, len(intPart)+exp
-	if point > len(digits) {
-		digits += strings.Repeat("0", point-len(digits))
-	}
-	if point < 0 {
-		digits, point = strings.Repeat("0", -point)+digits, 0
-	}
-	whole, fraction := cmpOr(strings.TrimLeft(digits[:point], "0"), "0"), digits[point:]
-	if len(strings.TrimLeft(whole+fraction, "0")) > maxNumberDigits {
+	_, frac, _ := strings.Cut(s, ".") // at most 20 places, as a cursor carries it (isDecimal)
+	if m == nil || len(frac) > 20 || len(strings.TrimLeft(strings.NewReplacer("-", "", ".", "").Replace(s), "0")) > maxNumberDigits {
 		return "", msg
 	}
-	if strings.Trim(whole+fraction, "0") == "" {
-		sign = ""
-	}
-	if fraction == "" {
-		return sign + whole, ""
-	}
-	return sign + whole + "." + fraction, ""
+	return s, ""
 }
 
 // customSortAndFilters adds to lq the custom.<key> filters and the sort by a custom field that
@@ -744,42 +683,31 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 	if err != nil {
 		return err
 	}
-	field := func(param, key string) (*customField, *apiError) {
-		if i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key }); i >= 0 {
-			return &fields[i], nil
-		}
-		return nil, badParam(param, fmt.Sprintf("names no custom field of %s objects", res.lists.custom))
-	}
 	for _, name := range slices.Sorted(maps.Keys(lq.custom)) {
 		v := lq.custom[name][0]
-		if name == "sort" {
-			key, desc := strings.CutPrefix(v, "-")
-			f, aerr := field("sort", strings.TrimPrefix(key, "custom."))
-			if aerr != nil {
+		ref, desc := strings.CutPrefix(v, "-") // sort=-custom.<key>
+		if name != "sort" {
+			ref = name // custom.<key>[op]
+		}
+		key, op, _ := strings.Cut(strings.TrimPrefix(ref, "custom."), "[")
+		i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key })
+		if i < 0 {
+			return badParam(name, fmt.Sprintf("names no custom field of %s objects", res.lists.custom))
+		}
+		if name != "sort" {
+			if aerr := lq.addCustomFilter(name, &fields[i], strings.TrimSuffix(op, "]"), v, res.table); aerr != nil {
 				return aerr
 			}
-			col, kind := f.valueColumn()
-			if f.Type == "multiSelect" {
-				return badParam("sort", "cannot sort by a multiSelect field")
-			}
-			name := "custom." + f.Key
-			if kind == keyTime {
-				name = "custom@" + f.Key
-			}
-			lq.sort = &sortField{name: name, kind: kind, nullable: true, nullsFirstDesc: true,
-				col: fmt.Sprintf(`(SELECT v.%s FROM custom_values v WHERE v.company_id = $1 AND v.field_id = %d AND v.object_id = %s.id)`, col, f.ID, res.table)}
-			lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, f.ID, col, kind)
-			lq.binding += "sort=" + strconv.Quote(v) + "\n"
 			continue
 		}
-		key, op, _ := strings.Cut(strings.TrimPrefix(name, "custom."), "[")
-		f, aerr := field(name, key)
-		if aerr != nil {
-			return aerr
+		col, kind := fields[i].valueColumn()
+		if fields[i].Type == "multiSelect" || op != "" {
+			return badParam("sort", "cannot sort by a multiSelect field")
 		}
-		if aerr := lq.addCustomFilter(name, f, strings.TrimSuffix(op, "]"), v, res.table); aerr != nil {
-			return aerr
-		}
+		// The sort's name tells sortKey how the cursor carries the value (custom@: a time).
+		lq.sort = &sortField{name: map[bool]string{false: "custom.", true: "custom@"}[kind == keyTime] + key, kind: kind, nullable: true}
+		lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, fields[i].ID, col, kind)
+		lq.binding += "sort=" + strconv.Quote(v) + "\n"
 	}
 	return nil
 }
@@ -800,49 +728,32 @@ var customOps = map[string]string{"": "=", "gte": ">=", "gt": ">", "lte": "<=", 
 // addCustomFilter adds the filter param (custom.<key> or custom.<key>[op]) of field f with value v.
 func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table string) *apiError {
 	sqlOp, ok := customOps[op]
-	ranged := f.Type == "number" || f.Type == "money" || f.Type == "date" || f.Type == "datetime"
-	if !ok || (op != "" && !ranged) {
+	if !ok || op != "" && !slices.Contains([]string{"number", "money", "date", "datetime"}, f.Type) {
 		return badParam(param, "is not a filter of a "+f.Type+" field")
 	}
+	raw := json.RawMessage(v) // the value as the field takes it in a body
+	if !slices.Contains([]string{"number", "money", "user", "boolean"}, f.Type) {
+		raw = appendString(nil, v)
+	}
+	g := *f // checks v as a value: of a multiSelect, as one option; any option value is a filter
+	g.Type = strings.Replace(g.Type, "multiSelect", "select", 1)
+	g.Options = pgtype.Text{String: `[{"value":` + string(appendString(nil, v)) + `}]`, Valid: true}
+	_, rows, msg := g.checkValue(raw)
+	if msg != "" || len(rows) == 0 {
+		return badParam(param, "must be a value of the field: it "+cmp.Or(msg, "is empty"))
+	}
 	col, _ := f.valueColumn()
-	var arg any = v
-	switch f.Type {
-	case "text", "email":
-		col, sqlOp = "lower(text_value)", "= lower(%s)"
-	case "multiSelect":
-		if !customOptionPattern.MatchString(v) {
-			return badParam(param, "must be an option value")
-		}
-	case "datetime":
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil || t.Year() < 1 || t.Year() > 9999 {
-			return badParam(param, "must be an RFC 3339 timestamp, e.g. 2026-11-21T09:30:00Z")
-		}
-		arg = t.UTC()
-	default:
-		raw := json.RawMessage(v)
-		if !slices.Contains([]string{"number", "money", "user", "boolean"}, f.Type) {
-			raw = appendString(nil, v)
-		}
-		_, rows, msg := f.checkValue(raw)
-		if msg != "" || len(rows) == 0 {
-			return badParam(param, "must be a value of the field: it "+cmpOr(msg, "is empty"))
-		}
-		arg = rows[0].text.String
-		if rows[0].num.Valid {
-			arg = rows[0].num.String
-		}
+	bare, arg := strings.Fields(col)[0], any(rows[0].text)
+	switch {
+	case f.Type == "text" || f.Type == "email":
+		col, sqlOp = "lower(text_value)", "= lower"
+	case rows[0].num.Valid:
+		col, arg = "num_value", rows[0].num
+	case rows[0].time.Valid:
+		arg = rows[0].time
 	}
-	if !strings.Contains(sqlOp, "%s") {
-		sqlOp += " %s"
-	}
-	if col == "num_value" {
-		sqlOp = strings.Replace(sqlOp, "%s", "%s::numeric", 1)
-	}
-	valueIsSet := strings.Fields(strings.TrimPrefix(col, "lower("))[0]
-	valueIsSet = strings.TrimSuffix(valueIsSet, ")")
-	lq.where(fmt.Sprintf(`%s.id IN (SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = %d AND %s IS NOT NULL AND %s %s)`,
-		table, f.ID, valueIsSet, col, sqlOp), arg)
+	lq.where(fmt.Sprintf(`%s.id IN (SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = %d AND %s IS NOT NULL AND %s %s(%%s%s))`,
+		table, f.ID, bare, col, sqlOp, map[string]string{"num_value": "::numeric"}[bare]), arg)
 	lq.binding += param + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
@@ -866,21 +777,20 @@ func takeCustom(q url.Values) url.Values {
 func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	plain := handleOpenAPI()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("x-api-key")
-		if key == "" {
+		if r.Header.Get("x-api-key") == "" {
 			plain.ServeHTTP(w, r)
 			return
 		}
-		t, err := auth.resolve(r.Context(), key, true)
+		t, err := auth.resolve(r.Context(), r.Header.Get("x-api-key"), true)
 		if errors.Is(err, errNotFound) {
 			writeProblem(w, r, errUnauthorized)
 			return
 		}
 		var fields []customField
+		var doc map[string]any
 		if err == nil {
 			err = st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
 		}
-		var doc map[string]any
 		if err == nil {
 			err = json.Unmarshal(openAPIDocument, &doc)
 		}
@@ -896,55 +806,40 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 					props[f.Key], required = f.jsonSchema(), append(required, f.Key)
 				}
 			}
-			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required,
-				"description": "The company's custom fields of " + object + " objects: every one present, null where unset."}
-			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props,
-				"description": "A merge patch of the company's custom fields of " + object + " objects: an absent key is unchanged, null clears."}
-			for _, s := range []string{name, name + "Create", name + "Update"} {
+			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required}
+			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch"} {
 				if schema, ok := schemas[s].(map[string]any); ok {
-					ref := "#/components/schemas/" + name + "CustomPatch"
-					if s == name {
-						ref = "#/components/schemas/" + name + "Custom"
-					}
-					schema["properties"].(map[string]any)["custom"] = map[string]any{"$ref": ref}
+					schema["properties"].(map[string]any)["custom"] = map[string]string{"$ref": "#/components/schemas/" + name + ref}
 				}
 			}
 		}
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
+		b, _ := json.MarshalIndent(doc, "", "  ") // of what it decoded
 		writeJSON(w, r, http.StatusOK, append(b, '\n'))
 	})
 }
 
+// customSchemas are the JSON Schemas of the values of each type but the selects.
+var customSchemas = map[string]string{"text": `{"type":["string","null"],"maxLength":1000}`, "number": `{"type":["number","null"]}`,
+	"money": `{"type":["number","null"],"minimum":0}`, "date": `{"type":["string","null"],"format":"date"}`,
+	"datetime": `{"type":["string","null"],"format":"date-time"}`, "boolean": `{"type":["boolean","null"]}`,
+	"url": `{"type":["string","null"],"format":"uri"}`, "email": `{"type":["string","null"],"format":"email"}`,
+	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`}
+
 // jsonSchema is the JSON Schema of f's value in custom.
 func (f *customField) jsonSchema() map[string]any {
-	s := map[string]any{"title": f.Label}
-	switch f.Type {
-	case "text", "url", "email", "date", "datetime", "select":
-		s["type"] = []string{"string", "null"}
-		s["format"] = map[string]string{"url": "uri", "email": "email", "date": "date", "datetime": "date-time"}[f.Type]
-		if f.Type == "select" {
-			s["enum"] = append(slices.Collect(func(yield func(any) bool) {
-				for _, v := range f.optionValues() {
-					yield(v)
-				}
-			}), nil)
-		}
-	case "number", "money":
-		s["type"] = []string{"number", "null"}
-	case "boolean":
-		s["type"] = []string{"boolean", "null"}
-	case "user":
-		s["type"], s["format"] = []string{"integer", "null"}, "int64"
-	case "multiSelect":
-		s["type"], s["maxItems"], s["uniqueItems"] = []string{"array", "null"}, maxMultiSelected, true
-		s["items"] = map[string]any{"type": "string", "enum": f.optionValues()}
+	s := map[string]any{}
+	json.Unmarshal([]byte(cmp.Or(customSchemas[f.Type], `{"type":["string","null"]}`)), &s)
+	s["title"] = f.Label
+	options := []any{}
+	for _, v := range f.optionValues() {
+		options = append(options, v)
 	}
-	if s["format"] == "" {
-		delete(s, "format")
+	switch f.Type {
+	case "select":
+		s["enum"] = append(options, nil)
+	case "multiSelect":
+		s["type"], s["items"], s["maxItems"] = []string{"array", "null"}, map[string]any{"type": "string", "enum": options}, maxMultiSelected
 	}
 	return s
 }

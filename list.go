@@ -40,11 +40,10 @@ const (
 
 // sortField is a field a list may be sorted by. Ties break on id, in the same direction.
 type sortField struct {
-	name           string // API name: "createdAt"
-	col            string // its column: "created_at"
-	kind           keyKind
-	nullable       bool
-	nullsFirstDesc bool // NULLs come first when descending (custom fields), else last in both directions
+	name     string // API name: "createdAt"
+	col      string // its column: "created_at"
+	kind     keyKind
+	nullable bool
 }
 
 // byID is the default order, and the only one of lists that take no sort parameter.
@@ -81,7 +80,7 @@ func (f *sortField) keys(desc bool) []string {
 	switch {
 	case !f.nullable:
 		return []string{v}
-	case desc && !f.nullsFirstDesc:
+	case desc:
 		return []string{"(" + f.col + " IS NOT NULL)", v}
 	}
 	return []string{"(" + f.col + " IS NULL)", v}
@@ -296,7 +295,7 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 		var vals []string
 		if !lq.sort.isID() {
 			if lq.sort.nullable {
-				vals = append(vals, param(a.null != (lq.desc && !lq.sort.nullsFirstDesc), "::boolean")) // the key's "is null" flag, or "is not null" when descending
+				vals = append(vals, param(a.null != lq.desc, "::boolean")) // the key's "is null" flag, or "is not null" when descending
 			}
 			vals = append(vals, param(a.arg(lq.sort.kind), "::text::"+keyTypes[lq.sort.kind].sql))
 		}
