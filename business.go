@@ -30,6 +30,7 @@ type business struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Version        int64
+	Custom         customValues
 }
 
 // statusOpen is the status a business starts in (schema/0002_reference_data.sql).
@@ -50,6 +51,7 @@ func (b *business) fields() []bodyField {
 		{"userOwnerId", requiredID(&b.UserOwnerID), false},
 		{"boardId", requiredID(&b.BoardID), false},
 		{"stageId", requiredID(&b.StageID), false},
+		{"custom", b.Custom.apply, false},
 	}
 }
 
@@ -59,7 +61,7 @@ func (b *business) appendJSON(dst []byte) []byte {
 		"private", &b.Private, "position", &b.Position, "dateWon", &b.DateWon, "reasonLost", &b.ReasonLost,
 		"statusId", &b.StatusID, "organizationId", &b.OrganizationID, "currencyId", &b.CurrencyID,
 		"userOwnerId", &b.UserOwnerID, "userCreatorId", &b.UserCreatorID, "boardId", &b.BoardID,
-		"stageId", &b.StageID, "createdAt", &b.CreatedAt, "updatedAt", &b.UpdatedAt)
+		"stageId", &b.StageID, "createdAt", &b.CreatedAt, "updatedAt", &b.UpdatedAt, "custom", &b.Custom)
 }
 
 func (b *business) key() int64     { return b.ID }
@@ -83,7 +85,7 @@ func (b *business) sortKey(sort string) (string, bool) {
 	case "position":
 		return strconv.FormatInt(b.Position.Int64, 10), false
 	}
-	return "", false
+	return b.Custom.sortKey(sort)
 }
 
 func (b *business) relatedID(name string) (int64, bool) {
@@ -103,7 +105,7 @@ func (b *business) relatedID(name string) (int64, bool) {
 func (b *business) scanDest() []any {
 	return []any{&b.ID, &b.Title, &b.Value, &b.Deadline, &b.Private, &b.Position, &b.DateWon, &b.ReasonLost,
 		&b.StatusID, &b.OrganizationID, &b.CurrencyID, &b.UserOwnerID, &b.UserCreatorID, &b.BoardID, &b.StageID,
-		&b.CreatedAt, &b.UpdatedAt, &b.Version}
+		&b.CreatedAt, &b.UpdatedAt, &b.Version, b.Custom.scanDest()}
 }
 
 var businesses = &resource{
@@ -111,7 +113,7 @@ var businesses = &resource{
 	table: "business",
 	selectSQL: `SELECT id, title, value::text, deadline, private, position, date_won, reason_lost,
 		status_id, organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id,
-		created_at, updated_at, version
+		created_at, updated_at, version, ` + customColumn("business", "business") + `
 		FROM business WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM business WHERE company_id = $1`,
 	event:      "business",
@@ -139,8 +141,8 @@ var businessLists = &listSpec{
 		{name: "currencyId", col: "currency_id"},
 		{name: "private", col: "private", kind: filterBool},
 	},
-	ranges: true,
-	q:      "title",
+	ranges: true, custom: "business",
+	q: "title",
 }
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company
@@ -191,6 +193,9 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 	if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
 		return b, err
 	}
+	if err := checkCustom(ctx, tx, t.companyID, "business", 0, &b.Custom, true); err != nil {
+		return b, err
+	}
 	b.UserCreatorID = t.userID
 	if !b.Position.Valid {
 		// Creates that default their position take turns per stage, so that each gets its own end of
@@ -198,15 +203,18 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 		tx.queue(`SELECT FROM stages WHERE company_id = $1 AND id = $2 FOR NO KEY UPDATE`, t.companyID, b.StageID)
 	}
 	const insert = `INSERT INTO business (company_id, user_creator_id, title, value, deadline, private,
-		position, date_won, reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id)
+		position, date_won, reason_lost, status_id, organization_id, currency_id, user_owner_id, board_id, stage_id, custom)
 		SELECT $1, $2, $3, $4::numeric, $5, $6, coalesce($7, least(coalesce(max(position), 0)::bigint + 1, 2147483647)),
-			$8, $9, $10, $11, $12, $13, $14, $15
+			$8, $9, $10, $11, $12, $13, $14, $15, $16::json
 		FROM business WHERE company_id = $1 AND stage_id = $15
 		RETURNING id, position, created_at, updated_at, version`
 	err := tx.queryRow(ctx, insert, append([]any{t.companyID, t.userID}, b.writableValues()...),
 		&b.ID, &b.Position, &b.CreatedAt, &b.UpdatedAt, &b.Version)
 	if err != nil {
 		return b, fmt.Errorf("insert business: %w", mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, b.ID, &b.Custom); err != nil {
+		return b, err
 	}
 	recordEvent(ctx, tx, t.companyID, "business.created", b.appendJSON(nil), nil)
 	return b, nil
@@ -219,6 +227,9 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 	if err != nil || !changed {
 		return b, err
 	}
+	if err := checkCustom(ctx, tx, t.companyID, "business", id, &b.Custom, false); err != nil {
+		return b, err
+	}
 	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||
 		b.UserOwnerID != old.UserOwnerID || b.BoardID != old.BoardID || b.StageID != old.StageID {
 		if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
@@ -227,7 +238,7 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 	}
 	const q = `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
 		position = $7, date_won = $8, reason_lost = $9, status_id = $10, organization_id = $11,
-		currency_id = $12, user_owner_id = $13, board_id = $14, stage_id = $15, version = version + 1,
+		currency_id = $12, user_owner_id = $13, board_id = $14, stage_id = $15, custom = coalesce($16::json, custom), version = version + 1,
 		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
@@ -242,5 +253,5 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 // writableValues are the values of the columns a client sets, in the order of the statements above.
 func (b *business) writableValues() []any {
 	return []any{b.Title, b.Value, b.Deadline, b.Private, b.Position, b.DateWon, b.ReasonLost, b.StatusID,
-		b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID}
+		b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID, b.Custom.stored}
 }

@@ -18,7 +18,7 @@ import (
 
 // bizKeys are the members of every business object, in the order the API writes them.
 var bizKeys = []string{"id", "title", "value", "deadline", "private", "position", "dateWon", "reasonLost", "statusId",
-	"organizationId", "currencyId", "userOwnerId", "userCreatorId", "boardId", "stageId", "createdAt", "updatedAt"}
+	"organizationId", "currencyId", "userOwnerId", "userCreatorId", "boardId", "stageId", "createdAt", "updatedAt", "custom"}
 
 // bizNoSuchID is an id no object has: identities count from 1 and tests make a few thousand rows.
 const bizNoSuchID = 1 << 60
@@ -103,7 +103,7 @@ func TestBusinessCreateDefaults(t *testing.T) {
 	first, r := create(t, c.key, "/v1/business", `{"title": "Minimal"}`)
 	want := fmt.Sprintf(`{"id":%d,"title":"Minimal","value":null,"deadline":null,"private":false,"position":%v,"dateWon":null,`+
 		`"reasonLost":null,"statusId":1,"organizationId":null,"currencyId":978,"userOwnerId":%d,"userCreatorId":%d,"boardId":%d,`+
-		`"stageId":%d,"createdAt":"%v","updatedAt":"%v"}`+"\n", first.id(), first["position"], c.userID, c.userID, board, stage,
+		`"stageId":%d,"createdAt":"%v","updatedAt":"%v","custom":{}}`+"\n", first.id(), first["position"], c.userID, c.userID, board, stage,
 		first["createdAt"], first["createdAt"])
 	if string(r.body) != want {
 		t.Errorf("POST {\"title\": \"Minimal\"} = %s; want %s", r.body, want)

@@ -32,6 +32,7 @@ type contact struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	Version        int64
+	Custom         customValues
 }
 
 func (c *contact) fields() []bodyField {
@@ -53,6 +54,7 @@ func (c *contact) fields() []bodyField {
 		{"stageId", nullableID(&c.StageID), false},
 		{"organizationId", nullableID(&c.OrganizationID), false},
 		{"assignedToId", nullableID(&c.AssignedToID), false},
+		{"custom", c.Custom.apply, false},
 	}
 }
 
@@ -63,7 +65,7 @@ func (c *contact) appendJSON(b []byte) []byte {
 		"mobilePhone", &c.MobilePhone, "urlAvatar", &c.URLAvatar, "address", &c.Address, "city", &c.City,
 		"withSales", &c.WithSales, "countryId", &c.CountryID, "classification", &c.Classification,
 		"stageId", &c.StageID, "organizationId", &c.OrganizationID, "assignedToId", &c.AssignedToID,
-		"userCreatorId", &c.UserCreatorID, "createdAt", &c.CreatedAt, "updatedAt", &c.UpdatedAt)
+		"userCreatorId", &c.UserCreatorID, "createdAt", &c.CreatedAt, "updatedAt", &c.UpdatedAt, "custom", &c.Custom)
 }
 
 func (c *contact) key() int64     { return c.ID }
@@ -80,7 +82,7 @@ func (c *contact) sortKey(sort string) (string, bool) {
 	case "surname":
 		return c.Surname.String, !c.Surname.Valid
 	}
-	return "", false
+	return c.Custom.sortKey(sort)
 }
 
 func (c *contact) relatedID(name string) (int64, bool) {
@@ -104,7 +106,7 @@ func (c *contact) relatedID(name string) (int64, bool) {
 func (c *contact) scanDest() []any {
 	return []any{&c.ID, &c.Name, &c.Surname, &c.DNI, &c.JobTitle, &c.Email, &c.SecondaryEmail, &c.Phone,
 		&c.MobilePhone, &c.URLAvatar, &c.Address, &c.City, &c.WithSales, &c.CountryID, &c.Classification,
-		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version}
+		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version, c.Custom.scanDest()}
 }
 
 var contacts = &resource{
@@ -112,7 +114,7 @@ var contacts = &resource{
 	table: "contacts",
 	selectSQL: `SELECT id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
 		url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
-		assigned_to_id, user_creator_id, created_at, updated_at, version
+		assigned_to_id, user_creator_id, created_at, updated_at, version, ` + customColumn("contacts", "contact") + `
 		FROM contacts WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM contacts WHERE company_id = $1`,
 	event:      "contact",
@@ -138,7 +140,7 @@ var contactLists = &listSpec{
 		{name: "withSales", col: "with_sales", kind: filterBool},
 		{name: "email", col: "email", kind: filterEmail},
 	},
-	ranges: true,
+	ranges: true, custom: "contact",
 	// q: name, surname, e-mail or phone contains it. The fields are joined by a newline, which q
 	// cannot hold, so no match spans two fields.
 	q: `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,
@@ -170,16 +172,22 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
 	}
+	if err := checkCustom(ctx, tx, t.companyID, "contact", 0, &c.Custom, true); err != nil {
+		return c, err
+	}
 	const q = `INSERT INTO contacts (company_id, user_creator_id, name, surname, dni, job_title, email,
 		secondary_email, phone, mobile_phone, url_avatar, address, city, with_sales, country_id,
-		classification, stage_id, organization_id, assigned_to_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		classification, stage_id, organization_id, assigned_to_id, custom)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		RETURNING id, created_at, updated_at, version`
 	c.UserCreatorID = t.userID
 	err := tx.queryRow(ctx, q, append([]any{t.companyID, t.userID}, c.writableValues()...),
 		&c.ID, &c.CreatedAt, &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("insert contact: %w", mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, c.ID, &c.Custom); err != nil {
+		return c, err
 	}
 	recordEvent(ctx, tx, t.companyID, "contact.created", c.appendJSON(nil), nil)
 	return c, nil
@@ -195,6 +203,9 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 	if err != nil || !changed {
 		return c, err
 	}
+	if err := checkCustom(ctx, tx, t.companyID, "contact", id, &c.Custom, false); err != nil {
+		return c, err
+	}
 	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||
 		c.AssignedToID != old.AssignedToID {
 		if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
@@ -204,7 +215,7 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 	const q = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
 		secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
 		with_sales = $14, country_id = $15, classification = $16, stage_id = $17, organization_id = $18,
-		assigned_to_id = $19, version = version + 1,
+		assigned_to_id = $19, custom = coalesce($20::json, custom), version = version + 1,
 		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
@@ -220,5 +231,5 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 func (c *contact) writableValues() []any {
 	return []any{c.Name, c.Surname, c.DNI, c.JobTitle, c.Email, c.SecondaryEmail, c.Phone, c.MobilePhone,
 		c.URLAvatar, c.Address, c.City, c.WithSales, c.CountryID, c.Classification, c.StageID,
-		c.OrganizationID, c.AssignedToID}
+		c.OrganizationID, c.AssignedToID, c.Custom.stored}
 }

@@ -13,7 +13,7 @@ import (
 // contactKeys are the members of every contact object, in the order the API writes them.
 var contactKeys = []string{"id", "name", "surname", "dni", "jobTitle", "email", "secondaryEmail", "phone",
 	"mobilePhone", "urlAvatar", "address", "city", "withSales", "countryId", "classification", "stageId",
-	"organizationId", "assignedToId", "userCreatorId", "createdAt", "updatedAt"}
+	"organizationId", "assignedToId", "userCreatorId", "createdAt", "updatedAt", "custom"}
 
 // sqlContactStage returns a contact stage (board_id NULL) of the company.
 func sqlContactStage(t *testing.T, companyID int64) int64 {
@@ -88,7 +88,7 @@ func TestContactIDIsAStringAndUnsetFieldsAreNull(t *testing.T) {
 	want := fmt.Sprintf(`{"id":"%d","name":"Ana","surname":null,"dni":null,"jobTitle":null,"email":null,"secondaryEmail":null,`+
 		`"phone":null,"mobilePhone":null,"urlAvatar":null,"address":null,"city":null,"withSales":false,"countryId":null,`+
 		`"classification":null,"stageId":null,"organizationId":null,"assignedToId":null,"userCreatorId":%d,`+
-		`"createdAt":"%s","updatedAt":"%s"}`+"\n", o.id(), c.userID, o["createdAt"], o["createdAt"])
+		`"createdAt":"%s","updatedAt":"%s","custom":{}}`+"\n", o.id(), c.userID, o["createdAt"], o["createdAt"])
 	if string(r.body) != want {
 		t.Errorf("POST {\"name\":\"Ana\"} = %s; want %s", r.body, want)
 	}

@@ -142,6 +142,10 @@ func previousAttributes(old, v []byte) []byte {
 			b = append(b, ',')
 		}
 		b = append(appendString(b, m.name), ':')
+		if m.name == "custom" { // exactly the custom values that changed
+			b = append(b, previousAttributes(m.raw, now[i].raw)...)
+			continue
+		}
 		b = append(b, m.raw...)
 	}
 	return append(b, '}')

@@ -69,6 +69,10 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			writeProblem(w, r, aerr)
 			return
 		}
+		if err := customSortAndFilters(r.Context(), st, t.companyID, res, lq); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
 		key, err := st.listCursorKey(r.Context())
 		if err != nil {
 			writeError(w, r, log, err)
@@ -147,6 +151,10 @@ func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
 		_, lq, _, aerr := listRequest(r, res, allowed) // expand[] is accepted on every request; a count has nothing to expand
 		if aerr != nil {
 			writeProblem(w, r, aerr)
+			return
+		}
+		if err := customSortAndFilters(r.Context(), st, t.companyID, res, lq); err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		var n int64

@@ -127,6 +127,8 @@ func appendObject(b []byte, kv ...any) []byte {
 			if v.Valid {
 				b = appendTime(b, v.Time)
 			}
+		case interface{ appendJSON([]byte) []byte }: // custom field values
+			b = v.appendJSON(b)
 		case *decimal:
 			b = appendNull(b, v.Valid)
 			if v.Valid {

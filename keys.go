@@ -28,7 +28,7 @@ import (
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes
 // read), or "*" for everything. reference covers users, stages, boards, statuses, currencies and
 // countries.
-var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys"}
+var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys", "customFields"}
 
 // maxKeyLifetime is how long a rolled key may live on after its replacement is made.
 const maxKeyLifetime = 7 * 24 * time.Hour
@@ -166,7 +166,7 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		var scopes []string
 		if json.Unmarshal(raw, &scopes) != nil || len(scopes) == 0 || len(scopes) > 2*len(scopeResources) {
-			return "must be a list of 1 to 14 scopes, such as [\"contacts:read\"]"
+			return fmt.Sprintf("must be a list of 1 to %d scopes, such as [\"contacts:read\"]", 2*len(scopeResources))
 		}
 		for _, s := range scopes {
 			if !validScope(s) {

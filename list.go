@@ -112,6 +112,7 @@ type listSpec struct {
 	ranges      bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
 	q           string // the SQL text q searches; "": no q
 	newestFirst bool   // by id descending (with no sorts)
+	custom      string // the object whose custom fields filter and sort the list (customfields.go); "": none
 }
 
 // rangeFilters are the filters of a spec with ranges.
@@ -147,6 +148,9 @@ func (s *listSpec) params(list bool) []string {
 	for _, f := range s.allFilters() {
 		ps = append(ps, f.name)
 	}
+	if s.custom != "" {
+		ps = append(ps, "custom.*")
+	}
 	return ps
 }
 
@@ -159,6 +163,8 @@ type listQuery struct {
 	args    []any
 	binding string // the sort and the filters as sent, quoted: a cursor is valid only for the same
 	after   *cursorPos
+	custom  url.Values                                         // custom.<key> filters and sort=custom.<key>, which customSortAndFilters adds
+	pageSQL func(base string, companyID int64) (string, []any) // when not nil, makes selectSQL's statement (customSortSQL)
 }
 
 // cursorPos is where a page starts: after the row with this id and sort key.
@@ -178,7 +184,7 @@ func badParam(name, message string) *apiError {
 // parse reads limit, sort and the filters of q (already checked by queryParams to hold only the
 // spec's parameters). The cursor is read by readCursor, which needs the signing key.
 func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
-	lq := &listQuery{limit: defaultLimit, sort: &byID, desc: s.newestFirst}
+	lq := &listQuery{limit: defaultLimit, sort: &byID, desc: s.newestFirst, custom: takeCustom(q)}
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
 		if err != nil || n < 1 || n > maxLimit || strconv.Itoa(n) != v[0] {
@@ -272,6 +278,9 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 // the filters, the cursor's position, the order, and one row more than the page (it tells whether
 // there is a next page).
 func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
+	if lq.pageSQL != nil {
+		return lq.pageSQL(base, companyID)
+	}
 	q, args := lq.countSQL(base, companyID)
 	param := func(v any, cast string) string { // the placeholder of a new argument v
 		args = append(args, v)
@@ -409,7 +418,7 @@ func (f *sortField) validKey(pos *cursorPos) bool {
 // isDecimal reports whether s is digits with at most one decimal point between digits, as
 // PostgreSQL writes a numeric, and at most 20 digits on either side.
 func isDecimal(s string) bool {
-	intPart, frac, hasPoint := strings.Cut(s, ".")
+	intPart, frac, hasPoint := strings.Cut(strings.TrimPrefix(s, "-"), ".") // custom numbers may be negative
 	return allDigits(intPart) && len(intPart) <= 20 && (!hasPoint || allDigits(frac) && len(frac) <= 20)
 }
 

@@ -290,6 +290,7 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	go deleteInBatches(ctx, log, "old events", min(lim.eventRetention/10, time.Hour), func(ctx context.Context) (int64, error) {
 		return st.deleteOldEvents(ctx, lim.eventRetention)
 	})
+	go deleteInBatches(ctx, log, "values of deleted custom fields", time.Minute, st.purgeCustomValues)
 	hooks := make(chan struct{})
 	go func() { runWebhooks(ctx, st, lim.hooks, log); close(hooks) }()
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildVersion())
@@ -355,7 +356,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
-	mux.Handle("GET /v1/openapi.json", handleOpenAPI())
+	mux.Handle("GET /v1/openapi.json", handleCustomOpenAPI(st, auth, log))
 	v1 := func(pattern, scope string, h http.Handler) { mux.Handle(pattern, withScope(scope, h)) }
 
 	v1("GET /v1/contacts", "contacts:read", handleList[contact](st, contacts, log))
@@ -389,6 +390,12 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("GET /v1/statuses", "reference:read", handleList[status](st, statuses, log))
 	v1("GET /v1/currencies", "reference:read", handleList[currency](st, currencies, log))
 	v1("GET /v1/countries", "reference:read", handleList[country](st, countries, log))
+
+	v1("GET /v1/customFields", "customFields:read", handleList[customField](st, customFields, log))
+	v1("GET /v1/customFields/{id}", "customFields:read", handleGet[customField](st, customFields, log))
+	v1("POST /v1/customFields", "customFields:write", handleCreate(st, customFields, createCustomField, log))
+	v1("PATCH /v1/customFields/{id}", "customFields:write", handleUpdate(st, customFields, updateCustomField, log))
+	v1("DELETE /v1/customFields/{id}", "customFields:write", handleCustomFieldDelete(st, log))
 
 	v1("GET /v1/events", "events:read", handleEvents(st, lim.eventRetention, log))
 	v1("GET /v1/events/{id}", "events:read", handleEventGet(st, log))

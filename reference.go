@@ -37,6 +37,7 @@ type organization struct {
 	Name      string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	Custom    customValues
 }
 
 type stage struct {
@@ -90,7 +91,7 @@ func (u *user) appendJSON(b []byte) []byte {
 }
 
 func (o *organization) appendJSON(b []byte) []byte {
-	return appendObject(b, "id", &o.ID, "name", &o.Name, "createdAt", &o.CreatedAt, "updatedAt", &o.UpdatedAt)
+	return appendObject(b, "id", &o.ID, "name", &o.Name, "createdAt", &o.CreatedAt, "updatedAt", &o.UpdatedAt, "custom", &o.Custom)
 }
 
 func (s *stage) appendJSON(b []byte) []byte {
@@ -124,7 +125,9 @@ func (c *country) appendJSON(b []byte) []byte {
 func (u *user) scanDest() []any {
 	return []any{&u.ID, &u.Name, &u.Surname, &u.Email, &u.CreatedAt, &u.UpdatedAt}
 }
-func (o *organization) scanDest() []any { return []any{&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt} }
+func (o *organization) scanDest() []any {
+	return []any{&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt, o.Custom.scanDest()}
+}
 func (s *stage) scanDest() []any {
 	return []any{&s.ID, &s.BoardID, &s.Name, &s.Position, &s.CreatedAt, &s.UpdatedAt}
 }
@@ -138,8 +141,8 @@ func (c *country) scanDest() []any  { return append(c.status.scanDest(), &c.Alph
 var (
 	users = &resource{path: "/v1/users", lists: &listSpec{},
 		selectSQL: `SELECT id, name, surname, email, created_at, updated_at FROM users WHERE company_id = $1`}
-	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{}, event: "organization",
-		selectSQL: `SELECT id, name, created_at, updated_at FROM organizations WHERE company_id = $1`,
+	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{custom: "organization"}, event: "organization",
+		selectSQL: `SELECT id, name, created_at, updated_at, ` + customColumn("organizations", "organization") + ` FROM organizations WHERE company_id = $1`,
 		inUse: `SELECT EXISTS (SELECT FROM contacts WHERE company_id = $1 AND organization_id = $2)
 			OR EXISTS (SELECT FROM business WHERE company_id = $1 AND organization_id = $2)`}
 	stages = &resource{path: "/v1/stages", lists: &listSpec{filters: []filter{{name: "boardId", col: "board_id"}}},
@@ -156,16 +159,22 @@ var (
 
 // fields are what a POST /v1/organizations body may set.
 func (o *organization) fields() []bodyField {
-	return []bodyField{{"name", requiredText(&o.Name, 255), true}}
+	return []bodyField{{"name", requiredText(&o.Name, 255), true}, {"custom", o.Custom.apply, false}}
 }
 
 // createOrganization stores a new organization o for the tenant's company in tx, with its event.
 // Round trips: the INSERT (with BEGIN); the event goes with COMMIT.
 func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (organization, error) {
-	const q = `INSERT INTO organizations (company_id, name) VALUES ($1, $2)
+	if err := checkCustom(ctx, tx, t.companyID, "organization", 0, &o.Custom, true); err != nil {
+		return o, err
+	}
+	const q = `INSERT INTO organizations (company_id, name, custom) VALUES ($1, $2, $3)
 		RETURNING id, name, created_at, updated_at`
-	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name}, o.scanDest()...); err != nil {
+	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name, o.Custom.stored}, &o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, o.ID, &o.Custom); err != nil {
+		return o, err
 	}
 	recordEvent(ctx, tx, t.companyID, "organization.created", o.appendJSON(nil), nil)
 	return o, nil
@@ -178,9 +187,13 @@ func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch
 	if err != nil || !changed {
 		return o, err
 	}
-	const q = `UPDATE organizations SET name = $3, updated_at = greatest(date_trunc('milliseconds', now()),
-		one_ms_after(updated_at)) WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name}, &o.UpdatedAt); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "organization", id, &o.Custom, false); err != nil {
+		return o, err
+	}
+	const q = `UPDATE organizations SET name = $3, custom = coalesce($4::json, custom),
+		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
+	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name, o.Custom.stored}, &o.UpdatedAt); err != nil {
 		return o, fmt.Errorf("update organization %d: %w", id, mapWriteError(err))
 	}
 	recordEvent(ctx, tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))

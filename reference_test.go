@@ -18,7 +18,7 @@ import (
 // refKeys are the keys, in order, of each kind of reference object.
 var refKeys = map[string][]string{
 	"user":         {"id", "name", "surname", "email", "createdAt", "updatedAt"},
-	"organization": {"id", "name", "createdAt", "updatedAt"},
+	"organization": {"id", "name", "createdAt", "updatedAt", "custom"},
 	"stage":        {"id", "name", "boardId", "position", "createdAt", "updatedAt"},
 	"country":      {"id", "code", "name", "alpha3", "createdAt", "updatedAt"},
 	"board":        {"id", "name", "isDefault", "createdAt", "updatedAt"},

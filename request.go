@@ -48,7 +48,7 @@ func queryParams(r *http.Request, allowed ...string) (url.Values, *apiError) {
 		return nil, badRequest("invalid_parameter", "The query string is malformed.")
 	}
 	for name, vs := range q {
-		if !slices.Contains(allowed, name) {
+		if !slices.Contains(allowed, name) && !(strings.HasPrefix(name, "custom.") && slices.Contains(allowed, "custom.*")) {
 			return nil, badRequest("invalid_parameter", fmt.Sprintf("Unknown query parameter %q; allowed: %s.", name, strings.Join(allowed, ", ")))
 		}
 		if len(vs) > 1 && name != "expand[]" && name != "type" {

@@ -1,0 +1,897 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/big"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Custom fields (API.md section 14): the definitions at /v1/customFields, and the values that
+// contacts, business records and organizations carry in "custom". schema/0012_custom_fields.sql
+// says how the values are stored, docs/scaling.md why.
+
+const (
+	maxCustomFields  = 200 // live fields per object per company
+	maxOptions       = 500
+	maxMultiSelected = 50
+	maxNumberDigits  = 18 // significant digits of a number
+)
+
+var (
+	customKeyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+	customOptionPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+	customObjects       = []string{"contact", "business", "organization"}
+	customTypes         = []string{"text", "number", "money", "date", "datetime", "boolean", "select", "multiSelect", "url", "email", "user"}
+	customTables        = map[string]string{"contact": "contacts", "business": "business", "organization": "organizations"}
+)
+
+// uniqueModes is, for each type that may be unique, how custom_values compares its values: 1
+// case-insensitive text, 2 text as it is, 3 number.
+var uniqueModes = map[string]int16{"text": 1, "email": 1, "url": 2, "number": 3}
+
+// customField is the definition of a field a company added to one kind of object.
+type customField struct {
+	refObject
+	ID        int64
+	Object    string
+	Key       string
+	Label     string
+	Type      string
+	Options   pgtype.Text // the JSON array of options, as the API writes it; null for other types
+	Required  bool
+	Unique    bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func (f *customField) key() int64 { return f.ID }
+
+func (f *customField) scanDest() []any {
+	return []any{&f.ID, &f.Object, &f.Key, &f.Label, &f.Type, &f.Options, &f.Required, &f.Unique, &f.CreatedAt, &f.UpdatedAt}
+}
+
+// appendJSON writes options as the JSON text it is kept as (a decimal's text is written as it is).
+func (f *customField) appendJSON(b []byte) []byte {
+	return appendObject(b, "id", &f.ID, "object", &f.Object, "key", &f.Key, "label", &f.Label, "type", &f.Type,
+		"options", (*decimal)(&f.Options), "required", &f.Required, "unique", &f.Unique,
+		"createdAt", &f.CreatedAt, "updatedAt", &f.UpdatedAt)
+}
+
+func (f *customField) fields() []bodyField {
+	return []bodyField{
+		{"object", oneOf(&f.Object, customObjects), true},
+		{"key", func(raw json.RawMessage) string {
+			s, msg := jsonString(raw, 40)
+			if msg == "" && !customKeyPattern.MatchString(s) {
+				msg = "must match ^[a-z][a-z0-9_]{0,39}$"
+			}
+			f.Key = s
+			return msg
+		}, true},
+		{"label", requiredText(&f.Label, 255), true},
+		{"type", oneOf(&f.Type, customTypes), true},
+		{"options", f.applyOptions, false},
+		{"required", boolean(&f.Required), false},
+		{"unique", boolean(&f.Unique), false},
+	}
+}
+
+// oneOf sets a string that is one of values.
+func oneOf(p *string, values []string) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		s, _ := jsonString(raw, 64)
+		if !slices.Contains(values, s) {
+			return "must be one of " + strings.Join(values, ", ")
+		}
+		*p = s
+		return ""
+	}
+}
+
+// customOption is one choice of a select or multiSelect field.
+type customOption struct {
+	Value string `json:"value"`
+	Label string `json:"label"`
+}
+
+// applyOptions sets the options from a JSON array of {"value", "label"} (label defaults to value).
+func (f *customField) applyOptions(raw json.RawMessage) string {
+	if isNull(raw) {
+		f.Options = pgtype.Text{}
+		return ""
+	}
+	var opts []customOption
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&opts) != nil || len(opts) < 1 || len(opts) > maxOptions {
+		return fmt.Sprintf(`must be an array of 1 to %d options {"value": "gold", "label": "Gold"}`, maxOptions)
+	}
+	b := []byte{'['}
+	for i, o := range opts {
+		if !customOptionPattern.MatchString(o.Value) {
+			return fmt.Sprintf("[%d].value must match ^[a-z0-9_-]{1,64}$", i)
+		}
+		if slices.ContainsFunc(opts[:i], func(p customOption) bool { return p.Value == o.Value }) {
+			return fmt.Sprintf("[%d].value %q is there twice", i, o.Value)
+		}
+		label, msg := jsonString(strconv.AppendQuote(nil, cmp.Or(o.Label, o.Value)), 255)
+		if msg != "" {
+			return fmt.Sprintf("[%d].label %s", i, msg)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendObject(b, "value", &o.Value, "label", &label)
+	}
+	f.Options = pgtype.Text{String: string(append(b, ']')), Valid: true}
+	return ""
+}
+
+// optionValues returns the values of the field's options.
+func (f *customField) optionValues() []string {
+	var opts []customOption
+	json.Unmarshal([]byte(f.Options.String), &opts) // written by applyOptions
+	values := make([]string, len(opts))
+	for i, o := range opts {
+		values[i] = o.Value
+	}
+	return values
+}
+
+// checkDefinition returns the fieldErrors of a definition whose members do not go together.
+func (f *customField) checkDefinition() error {
+	var errs fieldErrors
+	isSelect := f.Type == "select" || f.Type == "multiSelect"
+	switch {
+	case isSelect && !f.Options.Valid:
+		errs = append(errs, fieldError{Field: "options", Message: "is required for a select or multiSelect field"})
+	case !isSelect && f.Options.Valid:
+		errs = append(errs, fieldError{Field: "options", Message: "is only for select and multiSelect fields"})
+	}
+	if _, ok := uniqueModes[f.Type]; f.Unique && !ok {
+		errs = append(errs, fieldError{Field: "unique", Message: "is only for text, email, url and number fields"})
+	}
+	if errs != nil {
+		return errs
+	}
+	return nil
+}
+
+var customFields = &resource{path: "/v1/customFields", table: "custom_fields",
+	lists: &listSpec{filters: []filter{{name: "object", col: "object", kind: filterEmail}}},
+	selectSQL: `SELECT id, object, key, label, type, options, required, is_unique, created_at, updated_at
+		FROM custom_fields WHERE company_id = $1 AND deleted_at IS NULL`}
+
+func conflict(code, detail string) *apiError {
+	return &apiError{Status: http.StatusConflict, Code: code, Detail: detail}
+}
+
+// createCustomField stores a new field definition f of the company in tx. Its key taken by a live
+// field of the object is 409 field_key_taken; the object's 200th field is the last (422
+// field_limit); a required field on an object that has objects is 409 field_values_conflict. Creates
+// of one company take turns (an advisory lock), so that the limit holds.
+func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (customField, error) {
+	if err := f.checkDefinition(); err != nil {
+		return f, err
+	}
+	var live int64
+	var hasObjects bool
+	q := `SELECT (SELECT count(*) FROM custom_fields WHERE company_id = $1 AND object = $2 AND deleted_at IS NULL),
+		EXISTS (SELECT FROM ` + customTables[f.Object] + ` WHERE company_id = $1)`
+	tx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('custom_fields ' || $1::bigint, 0))`, t.companyID)
+	if err := tx.queryRow(ctx, q, []any{t.companyID, f.Object}, &live, &hasObjects); err != nil {
+		return f, err
+	}
+	if live >= maxCustomFields {
+		return f, &apiError{Status: http.StatusUnprocessableEntity, Code: "field_limit",
+			Detail: fmt.Sprintf("A company has at most %d live custom fields per object.", maxCustomFields)}
+	}
+	if f.Required && hasObjects {
+		return f, conflict("field_values_conflict", "A new field cannot be required: objects without a value for it exist.")
+	}
+	const insert = `INSERT INTO custom_fields (company_id, object, key, label, type, options, required, is_unique)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		RETURNING id, object, key, label, type, options, required, is_unique, created_at, updated_at`
+	err := tx.queryRow(ctx, insert, []any{t.companyID, f.Object, f.Key, f.Label, f.Type, f.Options, f.Required, f.Unique}, f.scanDest()...)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return f, conflict("field_key_taken", fmt.Sprintf("The %s field key %q is taken by a live field.", f.Object, f.Key))
+	}
+	return f, err
+}
+
+// updateCustomField applies p (label, options, required, unique) to the company's field id in tx.
+// object, key and type are fixed (422). Removing an option a stored value holds is 409
+// option_in_use; making a field required or unique that stored values break is 409
+// field_values_conflict.
+func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch) (customField, error) {
+	var fixed fieldErrors
+	for _, name := range []string{"object", "key", "type"} {
+		if hasMember(p.members, name) {
+			fixed = append(fixed, fieldError{Field: name, Message: "cannot be changed; define a new field instead"})
+		}
+	}
+	if fixed != nil {
+		return customField{}, fixed
+	}
+	old, f, changed, err := lockObject[customField](ctx, tx, customFields, t.companyID, id, p)
+	if err != nil || !changed {
+		return f, err
+	}
+	if err := f.checkDefinition(); err != nil {
+		return f, err
+	}
+	args := []any{t.companyID, id}
+	if removed := slices.DeleteFunc(old.optionValues(), func(v string) bool { return slices.Contains(f.optionValues(), v) }); len(removed) > 0 {
+		var held pgtype.Text
+		const q = `SELECT min(text_value) FROM custom_values WHERE company_id = $1 AND field_id = $2
+			AND text_value IS NOT NULL AND text_value COLLATE "C" = ANY($3)`
+		if err := tx.queryRow(ctx, q, append(args, removed), &held); err != nil {
+			return f, err
+		}
+		if held.Valid {
+			return f, conflict("option_in_use", fmt.Sprintf("The option %q is held by stored values; clear them first.", held.String))
+		}
+	}
+	if f.Required && !old.Required {
+		var missing bool
+		q := `SELECT EXISTS (SELECT FROM ` + customTables[f.Object] + ` o WHERE o.company_id = $1 AND NOT EXISTS (
+			SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = $2 AND v.object_id = o.id))`
+		if err := tx.queryRow(ctx, q, args, &missing); err != nil {
+			return f, err
+		}
+		if missing {
+			return f, conflict("field_values_conflict", "The field cannot be required: objects without a value for it exist.")
+		}
+	}
+	if f.Unique != old.Unique {
+		mode := int16(0)
+		if f.Unique {
+			mode = uniqueModes[f.Type]
+		}
+		// The partial UNIQUE indexes of schema/0012 refuse values that are already there twice.
+		err := tx.queryRow(ctx, `WITH u AS (UPDATE custom_values SET unique_mode = $3 WHERE company_id = $1 AND field_id = $2 RETURNING 1)
+			SELECT count(*) FROM u`, append(args, mode), new(int64))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return f, conflict("field_values_conflict", "The field cannot be unique: stored values repeat.")
+		} else if err != nil {
+			return f, err
+		}
+	}
+	const q = `UPDATE custom_fields SET label = $3, options = $4, required = $5, is_unique = $6,
+		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
+	return f, tx.queryRow(ctx, q, append(args, f.Label, f.Options, f.Required, f.Unique), &f.UpdatedAt)
+}
+
+// handleCustomFieldDelete answers DELETE /v1/customFields/{id}: 204. The definition goes at once,
+// and with it its values from every object (they are no longer rendered, and a new field with the
+// key starts empty); purgeCustomValues removes their rows later.
+func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		wr := startWrite(w, r, customFields, log, nil)
+		if wr == nil {
+			return
+		}
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			var n int64
+			const q = `WITH d AS (UPDATE custom_fields SET deleted_at = now() WHERE company_id = $1 AND id = $2
+				AND deleted_at IS NULL RETURNING 1) SELECT count(*) FROM d`
+			if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &n); err != nil || n == 0 {
+				return answer{}, cmp.Or(err, errNotFound)
+			}
+			return answer{status: http.StatusNoContent}, nil
+		})
+	})
+}
+
+// purgeCustomValues deletes at most deleteBatch rows of custom_values of one deleted field, and the
+// field's definition once none is left. The server runs it in the background (deleteInBatches).
+func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
+	var companyID, fieldID int64
+	err := s.db.QueryRowContext(ctx, `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`).Scan(&companyID, &fieldID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
+		SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = $2 LIMIT $3)`, companyID, fieldID, deleteBatch)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM custom_fields WHERE company_id = $1 AND id = $2`, companyID, fieldID)
+		n = deleteBatch // maybe more fields to purge: again soon
+	}
+	return n, err
+}
+
+// customValues are an object's custom field values: "custom" in its JSON.
+type customValues struct {
+	json   []byte      // {"key": value, ...}: every live field, as read, or as a body's patch left it
+	sent   []string    // the keys a body's custom set (not nil when it sent custom): checkCustom checks json and sets what follows
+	stored pgtype.Text // {"fieldID": value, ...} of the set values, for the row's custom column
+	rows   []customRow // the values for custom_values
+	fields []int64     // the fields whose custom_values rows the write replaces
+	keys   map[int64]string
+}
+
+// fieldID is a field id read from a row.
+type fieldID int64
+
+func (f *fieldID) scanDest() []any { return []any{(*int64)(f)} }
+
+// customRow is one row of custom_values.
+type customRow struct {
+	fieldID int64
+	text    pgtype.Text
+	num     pgtype.Text
+	time    pgtype.Timestamptz
+	unique  int16
+	n       int16 // of a multiSelect's values
+}
+
+// customColumn is the SQL of the custom JSON of a row of table, for the select of a resource: the
+// company's live fields of object, each with the row's value or null.
+func customColumn(table, object string) string {
+	return `coalesce((SELECT '{' || string_agg('"' || f.key || '":' || coalesce((` + table + `.custom -> f.id::text)::text, 'null'), ',' ORDER BY f.id) || '}'
+		FROM custom_fields f WHERE f.company_id = $1 AND f.object = '` + object + `' AND f.deleted_at IS NULL), '{}')`
+}
+
+// scanDest is where customColumn is scanned.
+func (cv *customValues) scanDest() any { return &cv.json }
+
+func (cv *customValues) appendJSON(b []byte) []byte {
+	if len(cv.json) == 0 {
+		return append(b, "{}"...)
+	}
+	return append(b, cv.json...)
+}
+
+// apply is the rule of the body member custom: a JSON object merged into the values (a merge patch:
+// a key sets, null clears). Its keys and values are checked by checkCustom in the write.
+func (cv *customValues) apply(raw json.RawMessage) string {
+	patch, dup, ok := jsonMembers(raw)
+	if dup != "" {
+		return fmt.Sprintf("names %q more than once", dup)
+	}
+	if !ok {
+		return `must be an object of custom field values, such as {"tier": "gold"}`
+	}
+	cur, _, _ := jsonMembers(cv.json)
+	for _, m := range patch {
+		var c bytes.Buffer
+		json.Compact(&c, m.raw)
+		if i := slices.IndexFunc(cur, func(o member) bool { return o.name == m.name }); i >= 0 {
+			cur[i].raw = c.Bytes()
+		} else {
+			cur = append(cur, member{m.name, c.Bytes()})
+		}
+	}
+	cv.json, cv.sent = appendMembers(nil, cur), []string{}
+	for _, m := range patch {
+		cv.sent = append(cv.sent, m.name)
+	}
+	return ""
+}
+
+// appendMembers appends members as a JSON object.
+func appendMembers(b []byte, members []member) []byte {
+	b = append(b, '{')
+	for i, m := range members {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(appendString(b, m.name), ':'), m.raw...)
+	}
+	return append(b, '}')
+}
+
+// sortKey is the object's key in a list sorted by custom field (customSort names the sort).
+func (cv *customValues) sortKey(sort string) (string, bool) {
+	key, isTime := strings.CutPrefix(sort, "custom@")
+	key, isCustom := strings.CutPrefix(key, "custom.")
+	if !isTime && !isCustom {
+		return "", false // not a custom sort: id
+	}
+	members, _, _ := jsonMembers(cv.json)
+	i := slices.IndexFunc(members, func(m member) bool { return m.name == key })
+	if i < 0 || isNull(members[i].raw) {
+		return "", true
+	}
+	raw := members[i].raw
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return string(raw), false // a number, a user id, a boolean
+	}
+	if isTime {
+		t, _ := time.Parse(time.RFC3339Nano, s)
+		return timeKey(t), false
+	}
+	return s, false
+}
+
+// loadCustomFields reads the company's live fields of object, by id.
+func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string) ([]customField, error) {
+	fields := []customField{}
+	err := rd(ctx, rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object))
+	return fields, err
+}
+
+// checkCustom checks the custom values of an object of kind object that a body set (cv.sent) against
+// the company's fields in tx, and makes cv's stored JSON and rows; an object created without custom
+// gets every field null, and its required fields are errors. Each error names custom.<key>. When
+// objectID is not 0 (an update), it writes the changed values' rows too (saveCustom).
+func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, create bool) error {
+	if cv.sent == nil && !create {
+		return nil
+	}
+	fields, err := loadCustomFields(ctx, tx.read, companyID, object)
+	if err != nil {
+		return err
+	}
+	values, _, _ := jsonMembers(cv.json)
+	var errs fieldErrors
+	for _, m := range values {
+		if !slices.ContainsFunc(fields, func(f customField) bool { return f.Key == m.name }) {
+			errs = append(errs, fieldError{Field: "custom." + m.name, Message: "is not a custom field of " + object + " objects"})
+		}
+	}
+	out := make([]member, 0, len(fields))
+	stored := []member{}
+	var users []int64
+	cv.rows, cv.fields, cv.keys = nil, nil, map[int64]string{}
+	for _, f := range fields {
+		i := slices.IndexFunc(values, func(m member) bool { return m.name == f.Key })
+		raw := json.RawMessage("null")
+		if i >= 0 {
+			raw = values[i].raw
+		}
+		value, rows, msg := f.checkValue(raw)
+		if msg == "" && f.Required && isNull(value) {
+			msg = "is required"
+		}
+		if msg != "" {
+			errs = append(errs, fieldError{Field: "custom." + f.Key, Message: msg})
+			continue
+		}
+		out = append(out, member{f.Key, value})
+		if !isNull(value) {
+			stored = append(stored, member{strconv.FormatInt(f.ID, 10), value})
+		}
+		if create || slices.Contains(cv.sent, f.Key) {
+			cv.fields, cv.keys[f.ID] = append(cv.fields, f.ID), f.Key
+			cv.rows = append(cv.rows, rows...)
+			if f.Type == "user" && len(rows) > 0 {
+				users = append(users, f.ID)
+			}
+		}
+	}
+	if errs == nil && len(users) > 0 {
+		errs, err = checkCustomUsers(ctx, tx, companyID, cv, users)
+		if err != nil {
+			return err
+		}
+	}
+	if errs != nil {
+		return errs
+	}
+	cv.json, cv.sent = appendMembers(nil, out), nil
+	cv.stored = pgtype.Text{String: string(appendMembers(nil, stored)), Valid: true}
+	if objectID != 0 {
+		return saveCustom(ctx, tx, companyID, objectID, cv)
+	}
+	return nil
+}
+
+// checkCustomUsers returns an error for each value of the fields of type user that is not a user of
+// the company.
+func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customValues, users []int64) (fieldErrors, error) {
+	var fields, ids []int64
+	for _, r := range cv.rows {
+		if n, _ := strconv.ParseInt(r.num.String, 10, 64); slices.Contains(users, r.fieldID) {
+			fields, ids = append(fields, r.fieldID), append(ids, n)
+		}
+	}
+	var missing []fieldID
+	const q = `SELECT f FROM unnest($2::bigint[], $3::bigint[]) AS v (f, u) WHERE NOT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = v.u)`
+	var errs fieldErrors
+	err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, fields, ids))
+	for _, f := range missing {
+		errs = append(errs, fieldError{Field: "custom." + cv.keys[int64(f)], Message: "is not a user of the company"})
+	}
+	return errs, err
+}
+
+// saveCustom replaces the custom_values rows of the fields a write set on the company's object id
+// with cv's, in tx. A unique value that another object holds is a fieldError naming it: the
+// database decides between concurrent writes (ON CONFLICT DO NOTHING waits for the other
+// transaction), and the loser finds the winner committed. Round trips: the DELETE goes with the
+// INSERT, which waits only when a value is unique.
+func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
+	if len(cv.fields) == 0 {
+		return nil
+	}
+	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`, companyID, objectID, cv.fields)
+	if len(cv.rows) == 0 {
+		return nil
+	}
+	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES `
+	args := []any{companyID, objectID}
+	var unique []customRow
+	for i, r := range cv.rows {
+		if i > 0 {
+			q += ", "
+		}
+		n := len(args)
+		q += fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6)
+		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n)
+		if r.unique != 0 {
+			unique = append(unique, r)
+		}
+	}
+	if len(unique) == 0 {
+		tx.queue(q, args...)
+		return nil
+	}
+	var inserted []fieldID
+	if err := tx.read(ctx, rowsInto[fieldID](&inserted, q+` ON CONFLICT DO NOTHING RETURNING field_id`, args...)); err != nil {
+		return err
+	}
+	var errs fieldErrors
+	for _, r := range unique {
+		if slices.Contains(inserted, fieldID(r.fieldID)) {
+			continue
+		}
+		var holder int64
+		const q = `SELECT min(object_id) FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id <> $3
+			AND CASE unique_mode WHEN 1 THEN lower(text_value) = lower($4) WHEN 2 THEN text_value = $4 ELSE num_value = $5::numeric END`
+		if err := tx.queryRow(ctx, q, []any{companyID, r.fieldID, objectID, r.text, r.num}, &holder); err != nil {
+			return err
+		}
+		errs = append(errs, fieldError{Field: "custom." + cv.keys[r.fieldID], Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
+	}
+	if errs != nil {
+		return errs
+	}
+	return nil
+}
+
+// checkValue checks raw, a JSON value sent for field f, and returns it as the API writes it, with
+// its rows of custom_values, or what is wrong with it.
+func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []customRow, string) {
+	if isNull(raw) {
+		return raw, nil, ""
+	}
+	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique]}
+	var msg string
+	var user pgtype.Int8
+	switch f.Type { // the rules of the built-in fields, where one fits
+	case "number":
+		row.num.String, msg = parseNumber(string(raw))
+		row.num.Valid = msg == ""
+	case "money":
+		msg = money(&row.num)(raw)
+	case "user":
+		if msg = nullableID(&user)(raw); msg == "" {
+			row.num = pgtype.Text{String: strconv.FormatInt(user.Int64, 10), Valid: true}
+		}
+	case "boolean":
+		msg, row.text = boolean(new(bool))(raw), pgtype.Text{String: string(raw), Valid: true}
+	case "datetime":
+		msg = nullableTime(&row.time)(raw)
+	case "text", "url", "email", "date", "select":
+		check := map[string]func(string) string{"url": checkHTTPURL, "email": checkEmail, "date": checkDate, "select": f.checkOption}[f.Type]
+		msg = nullableText(&row.text, map[bool]int{true: 255, false: 1000}[f.Type == "email"], check)(raw)
+	case "multiSelect":
+		var ss []string
+		if json.Unmarshal(raw, &ss) != nil || raw[0] != '[' || len(ss) > maxMultiSelected {
+			return nil, nil, fmt.Sprintf("must be an array of at most %d option values", maxMultiSelected)
+		}
+		rows := []customRow{}
+		for i, s := range ss {
+			if msg := f.checkOption(s); msg != "" || slices.Contains(ss[:i], s) {
+				return nil, nil, fmt.Sprintf("[%d] %s", i, cmp.Or(msg, "is there twice"))
+			}
+			rows = append(rows, customRow{fieldID: f.ID, text: pgtype.Text{String: s, Valid: true}, n: int16(i)})
+		}
+		return appendStrings(nil, ss), rows, ""
+	}
+	switch {
+	case msg != "":
+		return nil, nil, msg
+	case row.num.Valid:
+		return json.RawMessage(row.num.String), []customRow{row}, ""
+	case row.time.Valid:
+		return appendTime(nil, row.time.Time), []customRow{row}, ""
+	case f.Type == "boolean":
+		return raw, []customRow{row}, ""
+	}
+	return appendString(nil, row.text.String), []customRow{row}, ""
+}
+
+// checkOption accepts an option value of f.
+func (f *customField) checkOption(s string) string {
+	if options := f.optionValues(); !slices.Contains(options, s) {
+		return "must be an option value of the field: " + strings.Join(options, ", ")
+	}
+	return ""
+}
+
+// checkDate accepts a calendar day: 2026-12-01.
+func checkDate(s string) string {
+	if d, err := time.Parse(time.DateOnly, s); err != nil || d.Format(time.DateOnly) != s {
+		return "must be a calendar day like 2026-12-01"
+	}
+	return ""
+}
+
+// jsonNumber is the grammar of a JSON number.
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.([0-9]+))?([eE]([+-]?[0-9]+))?$`)
+
+// parseNumber returns the decimal text of a JSON number (an exponent applied; digits as written
+// otherwise, so 1.50 stays 1.50) of at most maxNumberDigits significant digits, or what is wrong.
+func parseNumber(s string) (string, string) {
+	const msg = "must be a number of at most 18 significant digits"
+	m := jsonNumber.FindStringSubmatch(s)
+	if m != nil && m[4] != "" {
+		exp, err := strconv.Atoi(m[5])
+		r, ok := new(big.Rat).SetString(s)
+		if err != nil || !ok || exp > 40 || exp < -40 {
+			return "", msg
+		}
+		s = r.FloatString(max(0, len(m[3])-exp))
+	}
+	_, frac, _ := strings.Cut(s, ".") // at most 20 places, as a cursor carries it (isDecimal)
+	if m == nil || len(frac) > 20 || len(strings.TrimLeft(strings.NewReplacer("-", "", ".", "").Replace(s), "0")) > maxNumberDigits {
+		return "", msg
+	}
+	return s, ""
+}
+
+// customSortAndFilters adds to lq the custom.<key> filters and the sort by a custom field that
+// the list request of res asked for (lq.custom), with the company's fields of res's object. An
+// unknown key, a bad value, or an operator or sort the field's type lacks is 400 naming the
+// parameter.
+func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *resource, lq *listQuery) error {
+	if len(lq.custom) == 0 {
+		return nil
+	}
+	fields, err := loadCustomFields(ctx, st.read, companyID, res.lists.custom)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(lq.custom)) {
+		v := lq.custom[name][0]
+		ref, desc := strings.CutPrefix(v, "-") // sort=-custom.<key>
+		if name != "sort" {
+			ref = name // custom.<key>[op]
+		}
+		key, op, _ := strings.Cut(strings.TrimPrefix(ref, "custom."), "[")
+		i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key })
+		if i < 0 {
+			return badParam(name, fmt.Sprintf("names no custom field of %s objects", res.lists.custom))
+		}
+		if name != "sort" {
+			if aerr := lq.addCustomFilter(name, &fields[i], strings.TrimSuffix(op, "]"), v, res.table); aerr != nil {
+				return aerr
+			}
+			continue
+		}
+		col, kind := fields[i].valueColumn()
+		if fields[i].Type == "multiSelect" || op != "" {
+			return badParam("sort", "cannot sort by a multiSelect field")
+		}
+		// The sort's name tells sortKey how the cursor carries the value (custom@: a time).
+		lq.sort = &sortField{name: map[bool]string{false: "custom.", true: "custom@"}[kind == keyTime] + key, kind: kind, nullable: true}
+		lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, fields[i].ID, col, kind)
+		lq.binding += "sort=" + strconv.Quote(v) + "\n"
+	}
+	return nil
+}
+
+// valueColumn is the column of custom_values that holds f's values, and its kind as a sort key.
+func (f *customField) valueColumn() (string, keyKind) {
+	switch f.Type {
+	case "number", "money", "user":
+		return "num_value", keyNumeric
+	case "datetime":
+		return "time_value", keyTime
+	}
+	return `text_value COLLATE "C"`, keyText
+}
+
+var customOps = map[string]string{"": "=", "gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}
+
+// addCustomFilter adds the filter param (custom.<key> or custom.<key>[op]) of field f with value v.
+func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table string) *apiError {
+	sqlOp, ok := customOps[op]
+	if !ok || op != "" && !slices.Contains([]string{"number", "money", "date", "datetime"}, f.Type) {
+		return badParam(param, "is not a filter of a "+f.Type+" field")
+	}
+	raw := json.RawMessage(v) // the value as the field takes it in a body
+	if !slices.Contains([]string{"number", "money", "user", "boolean"}, f.Type) {
+		raw = appendString(nil, v)
+	}
+	g := *f // checks v as a value: of a multiSelect, as one option; any option value is a filter
+	g.Type = strings.Replace(g.Type, "multiSelect", "select", 1)
+	g.Options = pgtype.Text{String: `[{"value":` + string(appendString(nil, v)) + `}]`, Valid: true}
+	_, rows, msg := g.checkValue(raw)
+	if msg != "" || len(rows) == 0 {
+		return badParam(param, "must be a value of the field: it "+cmp.Or(msg, "is empty"))
+	}
+	col, _ := f.valueColumn()
+	bare, arg := strings.Fields(col)[0], any(rows[0].text)
+	switch {
+	case f.Type == "text" || f.Type == "email":
+		col, sqlOp = "lower(text_value)", "= lower"
+	case rows[0].num.Valid:
+		col, arg = "num_value", rows[0].num
+	case rows[0].time.Valid:
+		arg = rows[0].time
+	}
+	lq.where(fmt.Sprintf(`%s.id IN (SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = %d AND %s IS NOT NULL AND %s %s(%%s%s))`,
+		table, f.ID, bare, col, sqlOp, map[string]string{"num_value": "::numeric"}[bare]), arg)
+	lq.binding += param + "=" + strconv.Quote(v) + "\n"
+	return nil
+}
+
+// takeCustom moves the custom.<key> parameters and a sort=custom.<key> out of q, for
+// customSortAndFilters, which needs the company's fields.
+func takeCustom(q url.Values) url.Values {
+	custom := url.Values{}
+	for name, v := range q {
+		if strings.HasPrefix(name, "custom.") || name == "sort" && strings.HasPrefix(strings.TrimPrefix(v[0], "-"), "custom.") {
+			custom[name] = v
+			delete(q, name)
+		}
+	}
+	return custom
+}
+
+// handleCustomOpenAPI answers GET /v1/openapi.json: without a key, the embedded document, whose
+// custom is a free-form object; with a key, the document with custom described by the company's own
+// fields, so that a client generated from it is typed. A key that is not valid is 401.
+func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	plain := handleOpenAPI()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("x-api-key") == "" {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		t, err := auth.resolve(r.Context(), r.Header.Get("x-api-key"), true)
+		if errors.Is(err, errNotFound) {
+			writeProblem(w, r, errUnauthorized)
+			return
+		}
+		var fields []customField
+		var doc map[string]any
+		if err == nil {
+			err = st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
+		}
+		if err == nil {
+			err = json.Unmarshal(openAPIDocument, &doc)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
+			props, required := map[string]any{}, []string{}
+			for _, f := range fields {
+				if f.Object == object {
+					props[f.Key], required = f.jsonSchema(), append(required, f.Key)
+				}
+			}
+			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required}
+			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props}
+			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch"} {
+				if schema, ok := schemas[s].(map[string]any); ok {
+					schema["properties"].(map[string]any)["custom"] = map[string]string{"$ref": "#/components/schemas/" + name + ref}
+				}
+			}
+		}
+		b, _ := json.MarshalIndent(doc, "", "  ") // of what it decoded
+		writeJSON(w, r, http.StatusOK, append(b, '\n'))
+	})
+}
+
+// customSchemas are the JSON Schemas of the values of each type but the selects.
+var customSchemas = map[string]string{"text": `{"type":["string","null"],"maxLength":1000}`, "number": `{"type":["number","null"]}`,
+	"money": `{"type":["number","null"],"minimum":0}`, "date": `{"type":["string","null"],"format":"date"}`,
+	"datetime": `{"type":["string","null"],"format":"date-time"}`, "boolean": `{"type":["boolean","null"]}`,
+	"url": `{"type":["string","null"],"format":"uri"}`, "email": `{"type":["string","null"],"format":"email"}`,
+	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`}
+
+// jsonSchema is the JSON Schema of f's value in custom.
+func (f *customField) jsonSchema() map[string]any {
+	s := map[string]any{}
+	json.Unmarshal([]byte(cmp.Or(customSchemas[f.Type], `{"type":["string","null"]}`)), &s)
+	s["title"] = f.Label
+	options := []any{}
+	for _, v := range f.optionValues() {
+		options = append(options, v)
+	}
+	switch f.Type {
+	case "select":
+		s["enum"] = append(options, nil)
+	case "multiSelect":
+		s["type"], s["items"], s["maxItems"] = []string{"array", "null"}, map[string]any{"type": "string", "enum": options}, maxMultiSelected
+	}
+	return s
+}
+
+// customSortSQL returns the statement maker of a list page sorted by the custom field fieldID,
+// whose values are col of custom_values. Objects with a value come in the order of the index of
+// col (company_id, field_id, col, object_id), the others by id, as two parts, the values first
+// ascending and last descending: each part is an index walk that stops at the page's end, where one
+// ORDER BY over the whole table would sort every object of the company.
+func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind keyKind) func(string, int64) (string, []any) {
+	return func(base string, companyID int64) (string, []any) {
+		args := append([]any{companyID}, lq.args...)
+		param := func(v any, cast string) string {
+			args = append(args, v)
+			return "$" + strconv.Itoa(len(args)) + cast
+		}
+		conds := ""
+		for _, c := range lq.conds {
+			conds += " AND " + c
+		}
+		dir, cmp := "", " > "
+		if lq.desc {
+			dir, cmp = " DESC", " < "
+		}
+		bare, field := strings.Fields(col)[0], strconv.FormatInt(fieldID, 10)
+		head := base[:strings.LastIndex(base, "FROM "+table+" WHERE company_id = $1")]
+		valued := head + "FROM custom_values v JOIN " + table + " ON " + table + ".company_id = $1 AND " + table + ".id = v.object_id" +
+			" WHERE v.company_id = $1 AND v.field_id = " + field + " AND v." + bare + " IS NOT NULL" + conds
+		unset := base + conds + " AND NOT EXISTS (SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = " + field +
+			" AND v.object_id = " + table + ".id AND v." + bare + " IS NOT NULL)"
+		a := lq.after
+		switch {
+		case a != nil && a.null:
+			unset += " AND " + table + ".id" + cmp + param(a.id, "::bigint")
+		case a != nil:
+			valued += " AND (v." + col + ", v.object_id)" + cmp + "(" + param(a.arg(kind), "::text::"+keyTypes[kind].sql) + ", " + param(a.id, "::bigint") + ")"
+		}
+		limit := param(lq.limit+1, "")
+		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
+		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
+		parts := []string{valued, unset}
+		switch {
+		case a != nil && a.null && !lq.desc: // past the values
+			parts = parts[1:]
+		case a != nil && !a.null && lq.desc: // past the objects without a value
+			parts = parts[:1]
+		case lq.desc:
+			parts = []string{unset, valued}
+		}
+		if len(parts) == 1 {
+			return parts[0], args
+		}
+		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
+	}
+}
