@@ -64,12 +64,8 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 			}
 			scope += "\n" + strconv.FormatInt(parentID, 10)
 		}
-		q, lq, exps, aerr := listRequest(r, res, allowed)
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		if err := customSortAndFilters(r.Context(), st, t.companyID, res, lq); err != nil {
+		q, lq, exps, err := listRequest(r, st, res, allowed)
+		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
@@ -128,8 +124,8 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 }
 
 // listRequest reads what a list or count request starts with: its query parameters (allowed, no
-// others), the list's sort and filters, and expand[].
-func listRequest(r *http.Request, res *resource, allowed []string) (url.Values, *listQuery, []expansion, *apiError) {
+// others), the list's sort and filters, custom fields' included (customSortAndFilters), and expand[].
+func listRequest(r *http.Request, st *store, res *resource, allowed []string) (url.Values, *listQuery, []expansion, error) {
 	q, aerr := queryParams(r, allowed...)
 	if aerr != nil {
 		return nil, nil, nil, aerr
@@ -139,7 +135,10 @@ func listRequest(r *http.Request, res *resource, allowed []string) (url.Values, 
 		return nil, nil, nil, aerr
 	}
 	exps, aerr := parseExpand(r, q, res.expansions)
-	return q, lq, exps, aerr
+	if aerr != nil {
+		return nil, nil, nil, aerr
+	}
+	return q, lq, exps, customSortAndFilters(r.Context(), st, tenantOf(r).companyID, res, lq)
 }
 
 // handleCount answers GET /v1/{resource}/count: {"count": n}, for the same filters as the list.
@@ -148,12 +147,8 @@ func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
 	allowed := res.lists.params(false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		_, lq, _, aerr := listRequest(r, res, allowed) // expand[] is accepted on every request; a count has nothing to expand
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		if err := customSortAndFilters(r.Context(), st, t.companyID, res, lq); err != nil {
+		_, lq, _, err := listRequest(r, st, res, allowed) // expand[] is accepted on every request; a count has nothing to expand
+		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}

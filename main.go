@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -443,19 +442,6 @@ func handleReadyz(st *store, log *slog.Logger) http.Handler {
 			return
 		}
 		writeJSON(w, r, http.StatusOK, fmt.Appendf(nil, `{"status":"ready","schemaVersion":%d}`+"\n", v))
-	})
-}
-
-// openAPIDocument is the OpenAPI 3.1 description of this server. openapi_test.go holds its operations
-// equal to the routes of addRoutes; clients/check.sh holds the server's answers to it.
-//
-//go:embed api/openapi.json
-var openAPIDocument []byte
-
-// handleOpenAPI answers GET /v1/openapi.json with the embedded document; it needs no key.
-func handleOpenAPI() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, r, http.StatusOK, openAPIDocument)
 	})
 }
 
