@@ -125,7 +125,7 @@ func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, objec
 			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
 			AND split_part(e.type, '.', 1) = ANY(w.families)`,
 		companyID, typ, requestInfo(ctx).id, string(object), previous)
-	requestInfo(ctx).events++
+	requestInfo(ctx).events.Add(1)
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v

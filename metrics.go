@@ -129,7 +129,7 @@ func (m *metrics) observe(w http.ResponseWriter, r *http.Request, status int, d 
 			m.timeouts.Add(1) // the request's deadline, its statement timeout, passed
 		}
 	case status < 300 && r.Method != http.MethodGet:
-		m.events.Add(int64(ri.events))
+		m.events.Add(ri.events.Load())
 		if w.Header().Get("Idempotent-Replayed") == "true" {
 			m.replays.Add(1)
 		}

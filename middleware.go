@@ -23,8 +23,8 @@ import (
 type reqInfo struct {
 	id      string
 	pattern string
-	events  int // events the request's write queued (metrics.go)
-	tenant      // who the request acts as, once withAuth has resolved its key
+	events  atomic.Int64 // events the request's write queued (metrics.go); batch items add at once
+	tenant               // who the request acts as, once withAuth has resolved its key
 }
 
 type reqInfoKey struct{}
