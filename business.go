@@ -103,9 +103,9 @@ func (b *business) relatedID(name string) (int64, bool) {
 // SQL of business. Every statement is scoped by company_id.
 
 func (b *business) scanDest() []any {
-	return []any{&b.ID, &b.Title, &b.Value, &b.Deadline, &b.Private, &b.Position, &b.DateWon, &b.ReasonLost,
+	return append([]any{&b.ID, &b.Title, &b.Value, &b.Deadline, &b.Private, &b.Position, &b.DateWon, &b.ReasonLost,
 		&b.StatusID, &b.OrganizationID, &b.CurrencyID, &b.UserOwnerID, &b.UserCreatorID, &b.BoardID, &b.StageID,
-		&b.CreatedAt, &b.UpdatedAt, &b.Version, b.Custom.scanDest()}
+		&b.CreatedAt, &b.UpdatedAt, &b.Version}, b.Custom.scanDest()...)
 }
 
 var businesses = &resource{
@@ -113,7 +113,7 @@ var businesses = &resource{
 	table: "business",
 	selectSQL: `SELECT id, title, value::text, deadline, private, position, date_won, reason_lost,
 		status_id, organization_id, currency_id, user_owner_id, user_creator_id, board_id, stage_id,
-		created_at, updated_at, version, ` + customColumn("business", "business") + `
+		created_at, updated_at, version, ` + customColumns("business", "business") + `
 		FROM business WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM business WHERE company_id = $1`,
 	event:      "business",
@@ -253,5 +253,5 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 // writableValues are the values of the columns a client sets, in the order of the statements above.
 func (b *business) writableValues() []any {
 	return []any{b.Title, b.Value, b.Deadline, b.Private, b.Position, b.DateWon, b.ReasonLost, b.StatusID,
-		b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID, b.Custom.stored}
+		b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID, b.Custom.stored()}
 }

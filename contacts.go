@@ -104,9 +104,9 @@ func (c *contact) relatedID(name string) (int64, bool) {
 // SQL of contacts. Every statement is scoped by company_id.
 
 func (c *contact) scanDest() []any {
-	return []any{&c.ID, &c.Name, &c.Surname, &c.DNI, &c.JobTitle, &c.Email, &c.SecondaryEmail, &c.Phone,
+	return append([]any{&c.ID, &c.Name, &c.Surname, &c.DNI, &c.JobTitle, &c.Email, &c.SecondaryEmail, &c.Phone,
 		&c.MobilePhone, &c.URLAvatar, &c.Address, &c.City, &c.WithSales, &c.CountryID, &c.Classification,
-		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version, c.Custom.scanDest()}
+		&c.StageID, &c.OrganizationID, &c.AssignedToID, &c.UserCreatorID, &c.CreatedAt, &c.UpdatedAt, &c.Version}, c.Custom.scanDest()...)
 }
 
 var contacts = &resource{
@@ -114,7 +114,7 @@ var contacts = &resource{
 	table: "contacts",
 	selectSQL: `SELECT id, name, surname, dni, job_title, email, secondary_email, phone, mobile_phone,
 		url_avatar, address, city, with_sales, country_id, classification, stage_id, organization_id,
-		assigned_to_id, user_creator_id, created_at, updated_at, version, ` + customColumn("contacts", "contact") + `
+		assigned_to_id, user_creator_id, created_at, updated_at, version, ` + customColumns("contacts", "contact") + `
 		FROM contacts WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM contacts WHERE company_id = $1`,
 	event:      "contact",
@@ -231,5 +231,5 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 func (c *contact) writableValues() []any {
 	return []any{c.Name, c.Surname, c.DNI, c.JobTitle, c.Email, c.SecondaryEmail, c.Phone, c.MobilePhone,
 		c.URLAvatar, c.Address, c.City, c.WithSales, c.CountryID, c.Classification, c.StageID,
-		c.OrganizationID, c.AssignedToID, c.Custom.stored}
+		c.OrganizationID, c.AssignedToID, c.Custom.stored()}
 }

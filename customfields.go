@@ -331,12 +331,27 @@ func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
 
 // customValues are an object's custom field values: "custom" in its JSON.
 type customValues struct {
-	json   []byte      // {"key": value, ...}: every live field, as read, or as a body's patch left it
-	sent   []string    // the keys a body's custom set (not nil when it sent custom): checkCustom checks json and sets what follows
+	json []byte       // {"key": value, ...}: every live field, as read, or as a body's patch left it
+	defs []byte       // the live fields, as customColumns reads them
+	w    *customWrite // what a body set and checkCustom made of it: nil on an object only read
+}
+
+// customWrite is what a write of custom needs beyond the JSON. It lives apart, so that the objects of
+// a list carry none of it.
+type customWrite struct {
+	sent   []string    // the keys a body's custom set: checkCustom checks json and sets what follows
 	stored pgtype.Text // {"fieldID": value, ...} of the set values, for the row's custom column
 	rows   []customRow // the values for custom_values
 	fields []int64     // the fields whose custom_values rows the write replaces
 	keys   map[int64]string
+}
+
+// stored is the custom column a write stores: what checkCustom made, or NULL to keep the row's.
+func (cv *customValues) stored() pgtype.Text {
+	if cv.w == nil {
+		return pgtype.Text{}
+	}
+	return cv.w.stored
 }
 
 // fieldID is a field id read from a row.
@@ -354,19 +369,47 @@ type customRow struct {
 	n       int16 // of a multiSelect's values
 }
 
-// customColumn is the SQL of the custom JSON of a row of table, for the select of a resource: the
-// company's live fields of object, each with the row's value or null. The EXISTS, which does not
-// depend on the row, runs once a statement, so that a company without fields pays no subquery a row:
-// `make bench BASELINE=1407fef BENCH_ONLY=retrieve,list100 ROUNDS=3` (no field defined), paired medians:
-// retrieve 1.12x, list100 1.08x.
-func customColumn(table, object string) string {
-	live := `FROM custom_fields f WHERE f.company_id = $1 AND f.object = '` + object + `' AND f.deleted_at IS NULL`
-	return `CASE WHEN EXISTS (SELECT ` + live + `) THEN coalesce((SELECT '{' || string_agg('"' || f.key || '":' ||
-		coalesce((` + table + `.custom -> f.id::text)::text, 'null'), ',' ORDER BY f.id) || '}' ` + live + `), '{}') ELSE '{}' END`
+// customColumns is the SQL of the two columns custom is read from, for the select of a resource of
+// table: the company's live fields of object, "id:key,..." in id order or NULL when there are none
+// (it does not depend on the row, so it runs once a statement), and the row's values by field id.
+// storedCustom renders custom of them in Go. Rendering it in SQL instead, with a subquery a row over the
+// definitions, cost a company without fields 18% of its list100 throughput against the tree before
+// custom fields (`make bench BASELINE=eed379d BENCH_ONLY=list100`, paired medians); see bench/RESULTS.md.
+func customColumns(table, object string) string {
+	return `(SELECT string_agg(f.id || ':' || f.key, ',' ORDER BY f.id) FROM custom_fields f WHERE f.company_id = $1
+		AND f.object = '` + object + `' AND f.deleted_at IS NULL), ` + table + `.custom::text`
 }
 
-// scanDest is where customColumn is scanned.
-func (cv *customValues) scanDest() any { return &cv.json }
+// scanDest is where customColumns are scanned; the second renders custom once the first is read.
+func (cv *customValues) scanDest() []any { return []any{&cv.defs, (*storedCustom)(cv)} }
+
+// storedCustom scans the custom column of a row into the customValues it is.
+type storedCustom customValues
+
+// ScanText renders the row's values v ({"fieldID": value}) as custom: every live field of cv.defs,
+// by key, with its value or null. A deleted field's value is left out.
+func (s *storedCustom) ScanText(v pgtype.Text) error {
+	cv := (*customValues)(s)
+	if cv.json = nil; len(cv.defs) == 0 {
+		return nil // appendJSON writes {}
+	}
+	values, _, _ := jsonMembers([]byte(v.String))
+	b := []byte{'{'}
+	for def := range bytes.SplitSeq(cv.defs, []byte{','}) {
+		id, key, _ := bytes.Cut(def, []byte{':'})
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(appendString(b, string(key)), ':')
+		if i := slices.IndexFunc(values, func(m member) bool { return m.name == string(id) }); i >= 0 {
+			b = append(b, values[i].raw...)
+		} else {
+			b = append(b, "null"...)
+		}
+	}
+	cv.json = append(b, '}')
+	return nil
+}
 
 func (cv *customValues) appendJSON(b []byte) []byte {
 	if len(cv.json) == 0 {
@@ -395,9 +438,9 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 			cur = append(cur, member{m.name, c.Bytes()})
 		}
 	}
-	cv.json, cv.sent = appendMembers(nil, cur), []string{}
+	cv.json, cv.w = appendMembers(nil, cur), &customWrite{sent: []string{}}
 	for _, m := range patch {
-		cv.sent = append(cv.sent, m.name)
+		cv.w.sent = append(cv.w.sent, m.name)
 	}
 	return ""
 }
@@ -445,12 +488,16 @@ func loadCustomFields(ctx context.Context, rd reader, companyID int64, object st
 	return fields, err
 }
 
-// checkCustom checks the custom values of an object of kind object that a body set (cv.sent) against
+// checkCustom checks the custom values of an object of kind object that a body set (cv.w.sent) against
 // the company's fields in tx, and makes cv's stored JSON and rows; an object created without custom
 // gets every field null, and its required fields are errors. Each error names custom.<key>. When
 // objectID is not 0 (an update), it writes the changed values' rows too (saveCustom).
 func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, create bool) error {
-	if cv.sent == nil && !create {
+	var sent []string
+	if cv.w != nil {
+		sent = cv.w.sent
+	}
+	if sent == nil && !create {
 		return nil
 	}
 	fields, err := loadCustomFields(ctx, tx.read, companyID, object)
@@ -467,7 +514,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	out := make([]member, 0, len(fields))
 	stored := []member{}
 	var users []int64
-	cv.rows, cv.fields, cv.keys = nil, nil, map[int64]string{}
+	cv.w = &customWrite{keys: map[int64]string{}}
 	for _, f := range fields {
 		i := slices.IndexFunc(values, func(m member) bool { return m.name == f.Key })
 		raw := json.RawMessage("null")
@@ -486,9 +533,9 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 		if !isNull(value) {
 			stored = append(stored, member{strconv.FormatInt(f.ID, 10), value})
 		}
-		if create || slices.Contains(cv.sent, f.Key) {
-			cv.fields, cv.keys[f.ID] = append(cv.fields, f.ID), f.Key
-			cv.rows = append(cv.rows, rows...)
+		if create || slices.Contains(sent, f.Key) {
+			cv.w.fields, cv.w.keys[f.ID] = append(cv.w.fields, f.ID), f.Key
+			cv.w.rows = append(cv.w.rows, rows...)
 			if f.Type == "user" && len(rows) > 0 {
 				users = append(users, f.ID)
 			}
@@ -503,8 +550,8 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	if errs != nil {
 		return errs
 	}
-	cv.json, cv.sent = appendMembers(nil, out), nil
-	cv.stored = pgtype.Text{String: string(appendMembers(nil, stored)), Valid: true}
+	cv.json = appendMembers(nil, out)
+	cv.w.stored = pgtype.Text{String: string(appendMembers(nil, stored)), Valid: true}
 	if objectID != 0 {
 		return saveCustom(ctx, tx, companyID, objectID, cv)
 	}
@@ -515,7 +562,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 // the company.
 func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customValues, users []int64) (fieldErrors, error) {
 	var fields, ids []int64
-	for _, r := range cv.rows {
+	for _, r := range cv.w.rows {
 		if n, _ := strconv.ParseInt(r.num.String, 10, 64); slices.Contains(users, r.fieldID) {
 			fields, ids = append(fields, r.fieldID), append(ids, n)
 		}
@@ -525,7 +572,7 @@ func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customVa
 	var errs fieldErrors
 	err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, fields, ids))
 	for _, f := range missing {
-		errs = append(errs, fieldError{Field: "custom." + cv.keys[int64(f)], Message: "is not a user of the company"})
+		errs = append(errs, fieldError{Field: "custom." + cv.w.keys[int64(f)], Message: "is not a user of the company"})
 	}
 	return errs, err
 }
@@ -536,17 +583,17 @@ func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customVa
 // transaction), and the loser finds the winner committed. Round trips: the DELETE goes with the
 // INSERT, which waits only when a value is unique.
 func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
-	if len(cv.fields) == 0 {
+	if len(cv.w.fields) == 0 {
 		return nil
 	}
-	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`, companyID, objectID, cv.fields)
-	if len(cv.rows) == 0 {
+	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`, companyID, objectID, cv.w.fields)
+	if len(cv.w.rows) == 0 {
 		return nil
 	}
 	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES `
 	args := []any{companyID, objectID}
 	var unique []customRow
-	for i, r := range cv.rows {
+	for i, r := range cv.w.rows {
 		if i > 0 {
 			q += ", "
 		}
@@ -576,7 +623,7 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		if err := tx.queryRow(ctx, q, []any{companyID, r.fieldID, objectID, r.text, r.num}, &holder); err != nil {
 			return err
 		}
-		errs = append(errs, fieldError{Field: "custom." + cv.keys[r.fieldID], Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
+		errs = append(errs, fieldError{Field: "custom." + cv.w.keys[r.fieldID], Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
 	}
 	if errs != nil {
 		return errs

@@ -126,7 +126,7 @@ func (u *user) scanDest() []any {
 	return []any{&u.ID, &u.Name, &u.Surname, &u.Email, &u.CreatedAt, &u.UpdatedAt}
 }
 func (o *organization) scanDest() []any {
-	return []any{&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt, o.Custom.scanDest()}
+	return append([]any{&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt}, o.Custom.scanDest()...)
 }
 func (s *stage) scanDest() []any {
 	return []any{&s.ID, &s.BoardID, &s.Name, &s.Position, &s.CreatedAt, &s.UpdatedAt}
@@ -142,7 +142,7 @@ var (
 	users = &resource{path: "/v1/users", lists: &listSpec{},
 		selectSQL: `SELECT id, name, surname, email, created_at, updated_at FROM users WHERE company_id = $1`}
 	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{custom: "organization"}, event: "organization",
-		selectSQL: `SELECT id, name, created_at, updated_at, ` + customColumn("organizations", "organization") + ` FROM organizations WHERE company_id = $1`,
+		selectSQL: `SELECT id, name, created_at, updated_at, ` + customColumns("organizations", "organization") + ` FROM organizations WHERE company_id = $1`,
 		inUse: `SELECT EXISTS (SELECT FROM contacts WHERE company_id = $1 AND organization_id = $2)
 			OR EXISTS (SELECT FROM business WHERE company_id = $1 AND organization_id = $2)`}
 	stages = &resource{path: "/v1/stages", lists: &listSpec{filters: []filter{{name: "boardId", col: "board_id"}}},
@@ -170,7 +170,7 @@ func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (
 	}
 	const q = `INSERT INTO organizations (company_id, name, custom) VALUES ($1, $2, $3)
 		RETURNING id, name, created_at, updated_at`
-	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name, o.Custom.stored}, &o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt); err != nil {
+	if err := tx.queryRow(ctx, q, []any{t.companyID, o.Name, o.Custom.stored()}, &o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt); err != nil {
 		return o, fmt.Errorf("insert organization: %w", mapWriteError(err))
 	}
 	if err := saveCustom(ctx, tx, t.companyID, o.ID, &o.Custom); err != nil {
@@ -193,7 +193,7 @@ func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch
 	const q = `UPDATE organizations SET name = $3, custom = coalesce($4::json, custom),
 		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name, o.Custom.stored}, &o.UpdatedAt); err != nil {
+	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name, o.Custom.stored()}, &o.UpdatedAt); err != nil {
 		return o, fmt.Errorf("update organization %d: %w", id, mapWriteError(err))
 	}
 	recordEvent(ctx, tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))
