@@ -88,7 +88,7 @@ func handleList[T any, P object[T]](st *store, res *resource, log *slog.Logger) 
 				[]any{t.companyID, parentID}, func(rs rows) error { found = rs.Next(); return rs.Err() }})
 		}
 		sqlText, args := lq.selectSQL(res.selectSQL, t.companyID)
-		objs := make([]T, 0)
+		objs := make([]T, 0, lq.limit+1) // the page and the row that says there is a next one
 		err = st.read(r.Context(), append(reads, rowsInto[T, P](&objs, sqlText, args...))...)
 		if err == nil && !found {
 			err = errNotFound
