@@ -484,24 +484,33 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 // loadCustomFields reads the company's live fields of object, by id.
 func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string) ([]customField, error) {
 	fields := []customField{}
-	err := rd(ctx, rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object))
+	err := rd(ctx, customFieldsRead(&fields, companyID, object))
 	return fields, err
+}
+
+// customFieldsRead is the read of the company's live fields of object, by id, into *out. A create
+// sends it with its reference check, so that checkCustom costs the write no round trip.
+func customFieldsRead(out *[]customField, companyID int64, object string) read {
+	return rowsInto[customField](out, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object)
 }
 
 // checkCustom checks the custom values of an object of kind object that a body set (cv.w.sent) against
 // the company's fields in tx, and makes cv's stored JSON and rows; an object created without custom
 // gets every field null, and its required fields are errors. Each error names custom.<key>. When
-// objectID is not 0 (an update), it writes the changed values' rows too (saveCustom).
-func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, create bool) error {
-	var sent []string
+// objectID is not 0 (an update), it writes the changed values' rows too (saveCustom). read, when
+// not nil, holds the company's fields of object that the write read already (customFieldsRead).
+func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, read *[]customField) error {
+	create, sent := objectID == 0, []string(nil)
 	if cv.w != nil {
 		sent = cv.w.sent
 	}
 	if sent == nil && !create {
 		return nil
 	}
-	fields, err := loadCustomFields(ctx, tx.read, companyID, object)
-	if err != nil {
+	fields, err := []customField(nil), error(nil)
+	if read != nil {
+		fields = *read
+	} else if fields, err = loadCustomFields(ctx, tx.read, companyID, object); err != nil {
 		return err
 	}
 	values, _, _ := jsonMembers(cv.json)

@@ -165,7 +165,7 @@ func (o *organization) fields() []bodyField {
 // createOrganization stores a new organization o for the tenant's company in tx, with its event.
 // Round trips: the INSERT (with BEGIN); the event goes with COMMIT.
 func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (organization, error) {
-	if err := checkCustom(ctx, tx, t.companyID, "organization", 0, &o.Custom, true); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "organization", 0, &o.Custom, nil); err != nil {
 		return o, err
 	}
 	const q = `INSERT INTO organizations (company_id, name, custom) VALUES ($1, $2, $3)
@@ -187,7 +187,7 @@ func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch
 	if err != nil || !changed {
 		return o, err
 	}
-	if err := checkCustom(ctx, tx, t.companyID, "organization", id, &o.Custom, false); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "organization", id, &o.Custom, nil); err != nil {
 		return o, err
 	}
 	const q = `UPDATE organizations SET name = $3, custom = coalesce($4::json, custom),
