@@ -21,42 +21,46 @@ import (
 // leaves the transaction usable, so every failure is reported; one whose statement PostgreSQL
 // refused (a race the checks missed) aborts it, and the batch runs again without that item rather
 // than pay a SAVEPOINT (a subtransaction) per item. Upsert matches under transaction-scoped advisory
-// locks on (company, resource, normalised value), taken in one statement in sorted order:
-// concurrent upserts of one new value, on any server, create one object.
+// locks on (company, resource or custom field, normalised value), taken in one statement in sorted
+// order: concurrent upserts of one new value, on any server, create one object.
 
 // maxBatchItems is the most items a batch takes; maxBatchAborts how often it starts again without an
 // item whose statement aborted the transaction; batchesPerCompany how many of a company's batches
 // run at once (more wait for their turn).
 const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
 
-// batchWrites are a resource's single writes, which its batches run, and what its upsert matches on.
+// batchWrites are a resource's single writes, which its batches run, and its upsert's default match.
 type batchWrites[T any] struct {
-	create   func(context.Context, *tx, tenant, T) (T, error)
-	update   func(context.Context, *tx, tenant, int64, patch) (T, error)
-	matchOn  string // the field an upsert matches on ("": no upsert)
-	matchCol string // its normalised value in SQL: lower and trimmed; an index serves it
+	create func(context.Context, *tx, tenant, T) (T, error)
+	update func(context.Context, *tx, tenant, int64, patch) (T, error)
+	match  upsertMatch
 }
 
+// upsertMatch is how an upsert compares values of field ("": no upsert): given, the SQL of a value v
+// as it compares; objects, the SQL of the company's objects' (id, val), which an index serves.
+type upsertMatch struct{ field, given, objects string }
+
 var (
-	contactBatch = batchWrites[contact]{create: createContact, update: updateContact,
-		matchOn: "email", matchCol: "lower(email)"} // a stored e-mail has no spaces around it (checkEmail)
+	contactBatch = batchWrites[contact]{create: createContact, update: updateContact, match: upsertMatch{"email", "lower(btrim(v))",
+		`SELECT id, lower(email) AS val FROM contacts WHERE company_id = $1`}} // a stored e-mail has no spaces around it (checkEmail)
 	businessBatch     = batchWrites[business]{create: createBusiness, update: updateBusiness}
-	organizationBatch = batchWrites[organization]{create: createOrganization, update: updateOrganization,
-		matchOn: "name", matchCol: "lower(btrim(name))"}
+	organizationBatch = batchWrites[organization]{create: createOrganization, update: updateOrganization, match: upsertMatch{"name",
+		"lower(btrim(v))", `SELECT id, lower(btrim(name)) AS val FROM organizations WHERE company_id = $1`}}
 )
 
 // batchItem is one item of a batch: what it asks, and how it ended.
 type batchItem[T any] struct {
-	at         string   // "items[3]", "ids[3]": what its errors are named after
-	idField    string   // "id" where the item names its object's id in a member
-	members    []member // its fields: a create's body, an update's merge patch
-	id         int64    // update, delete: its object; upsert: the object it matched, or 0
-	versions   []int64  // update: its ifMatch (nil: any)
-	key        string   // upsert: its match value as given
-	pre        error    // its failure known before the transaction: in its body, or an aborting statement
-	err        error    // its failure in this run
-	candidates [][]byte // upsert: the ids of the objects an ambiguous match found
-	status     string   // created, updated, unchanged, deleted
+	at         string          // "items[3]", "ids[3]": what its errors are named after
+	idField    string          // "id" where the item names its object's id in a member
+	members    []member        // its fields: a create's body, an update's merge patch
+	id         int64           // update, delete: its object; upsert: the object it matched, or 0
+	versions   []int64         // update: its ifMatch (nil: any)
+	value      json.RawMessage // upsert: the value it matches on, as given
+	key        string          // upsert: that value as a string (a custom field's: as stored)
+	pre        error           // its failure known before the transaction: in its body, or an aborting statement
+	err        error           // its failure in this run
+	candidates [][]byte        // upsert: the ids of the objects an ambiguous match found
+	status     string          // created, updated, unchanged, deleted
 	obj        T
 }
 
@@ -85,7 +89,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.PathValue("op")
-		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.matchOn == "") {
+		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.match.field == "") {
 			writeProblem(w, r, errNoRoute(r))
 			return
 		}
@@ -94,7 +98,8 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 		if wr == nil {
 			return
 		}
-		items, atomic, errs := readBatch[T, P](op, wr.members, bw.matchOn)
+		matchOn := bw.match.field
+		items, atomic, errs := readBatch[T, P](op, wr.members, &matchOn)
 		if errs != nil {
 			writeError(w, r, log, errs)
 			return
@@ -111,7 +116,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 		for aborts := 0; ; aborts++ {
 			var ans answer // also an atomic failure's, which errBatchFailed rolls back
 			a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
-				err := runBatch[T, P](r.Context(), tx, res, bw, t, op, items)
+				err := runBatch[T, P](r.Context(), tx, res, bw, t, op, matchOn, items)
 				if err == nil {
 					ans, err = batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
 				}
@@ -136,8 +141,9 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 }
 
 // readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and for an
-// upsert "matchOn". A failure of the whole body is fieldErrors; an item's is its pre.
-func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, err error) {
+// upsert "matchOn" (its default in *matchOn). A failure of the whole body is fieldErrors; an item's
+// is its pre.
+func readBatch[T any, P writable[T]](op string, members []member, matchOn *string) (items []*batchItem[T], atomic bool, err error) {
 	atomic = true
 	list, found := "items", false
 	if op == "delete" {
@@ -159,12 +165,10 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 		case m.name == "atomic":
 			msg = boolean(&atomic)(m.raw)
 		case m.name == "matchOn" && op == "upsert":
-			var s string
-			switch json.Unmarshal(m.raw, &s); {
-			case strings.HasPrefix(s, "custom."): // unique custom fields (API.md section 14) come with issue 31
-				msg = "no such unique custom field"
-			case s != matchOn:
-				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+			if s, _ := jsonString(m.raw, 64); s == *matchOn || strings.HasPrefix(s, "custom.") {
+				*matchOn = s
+			} else {
+				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", *matchOn)
 			}
 		default:
 			msg = "is not a known field"
@@ -181,15 +185,19 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 	}
 	seen := map[int64]int{}
 	for i, it := range items { // two items for one object: which one wins would be a guess
-		raw := memberRaw(it.members, matchOn)
-		it.key, _ = jsonString(raw, 255)
+		it.value = memberRaw(it.members, *matchOn)
+		if key, ok := strings.CutPrefix(*matchOn, "custom."); ok {
+			custom, _, _ := jsonMembers(memberRaw(it.members, "custom"))
+			it.value = memberRaw(custom, key)
+		}
+		it.key, _ = jsonString(it.value, 255)
 		first, dup := seen[it.id]
 		switch {
 		case it.pre != nil || op == "create":
-		case op == "upsert" && raw == nil:
-			it.pre = fieldErrors{{Field: matchOn, Message: "is required to match on"}}
-		case op == "upsert" && strings.TrimSpace(it.key) == "":
-			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
+		case op == "upsert" && (it.value == nil || isNull(it.value)):
+			it.pre = fieldErrors{{Field: *matchOn, Message: "is required to match on"}}
+		case op == "upsert" && !strings.HasPrefix(*matchOn, "custom.") && strings.TrimSpace(it.key) == "":
+			it.pre = fieldErrors{{Field: *matchOn, Message: "must be a non-empty string to match on"}}
 		case op != "upsert" && dup:
 			it.pre = duplicateError("id", first)
 		default:
@@ -270,13 +278,40 @@ func memberRaw(members []member, name string) json.RawMessage {
 	return members[i].raw
 }
 
-// matchRow is an object's id (0: none) and its normalised match value.
-type matchRow struct {
-	id  int64
-	key string
+// upsertMatchOf is the match on matchOn: m, the built-in field's, or a unique custom field's, whose
+// values compare as its unique index has them (saveCustom); it sets each item's key to its value as
+// stored, or its pre to what is wrong with it.
+func upsertMatchOf[T any](ctx context.Context, btx *tx, res *resource, m upsertMatch, companyID int64, matchOn string, items []*batchItem[T]) (upsertMatch, error) {
+	key, custom := strings.CutPrefix(matchOn, "custom.")
+	if !custom {
+		return m, nil
+	}
+	fields, err := loadCustomFields(ctx, btx.read, companyID, res.lists.custom)
+	i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key && f.Unique })
+	if err != nil || i < 0 {
+		return upsertMatch{}, cmp.Or(err, error(fieldErrors{{Field: "matchOn", Message: "no such unique custom field"}}))
+	}
+	for _, it := range items { // an item without a value failed in readBatch: null has no row
+		if _, rows, msg := fields[i].checkValue(it.value); it.pre == nil && msg != "" {
+			it.pre = fieldErrors{{Field: matchOn, Message: msg}}
+		} else if it.pre == nil {
+			it.key = cmp.Or(rows[0].text.String, rows[0].num.String)
+		}
+	}
+	mode := uniqueModes[fields[i].Type] // 1 text and email, 2 url, 3 number
+	cmpAs := [][2]string{1: {"lower(v)", "lower(text_value)"}, 2: {"v", "text_value"}, 3: {"trim_scale(v::numeric)", "num_value"}}[mode]
+	return upsertMatch{matchOn, cmpAs[0], fmt.Sprintf(`SELECT object_id AS id, %s AS val FROM custom_values
+		WHERE company_id = $1 AND field_id = %d AND unique_mode = %d`, cmpAs[1], fields[i].ID, mode)}, nil
 }
 
-func (m *matchRow) scanDest() []any { return []any{&m.id, &m.key} }
+// matchRow is an upsert's item: the first item that runs with its value (from 1), and the objects
+// that hold it (id: the first, or 0).
+type matchRow struct {
+	first, id int64
+	ids       []int64
+}
+
+func (m *matchRow) scanDest() []any { return []any{&m.first, &m.id, &m.ids} }
 
 // duplicateError is the failure of an item for the same object or match value as item first.
 func duplicateError(field string, first int) error {
@@ -287,13 +322,18 @@ func duplicateError(field string, first int) error {
 
 // runBatch runs the items in btx, each through the resource's single write, and records how each
 // ended; an *itemAborted when an item's statement aborted the transaction, another error as it is.
-func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T]) error {
+func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op, matchOn string, items []*batchItem[T]) error {
+	m, err := upsertMatchOf(ctx, btx, res, bw.match, t.companyID, matchOn, items)
+	if err != nil {
+		return err
+	}
 	var ids []int64
 	var keys []string
-	for _, it := range items {
+	var runs []int // the items that run, in order
+	for i, it := range items {
 		it.err, it.candidates, it.status = it.pre, nil, ""
 		if it.pre == nil {
-			ids, keys = append(ids, it.id), append(keys, it.key)
+			ids, keys, runs = append(ids, it.id), append(keys, it.key), append(runs, i)
 		}
 	}
 	// The objects are locked first, in id order, so that two batches over the same objects wait for
@@ -301,20 +341,18 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	// look-up, whose errors are then the batch's and not its first item's.
 	var olds []T
 	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, t.companyID, ids)}
-	matched := map[string][]int64{} // upsert: the ids of the objects that hold each normalised value
-	var norms []string              // upsert: each item's normalised value, in the order of keys
+	var matches []matchRow // upsert: one for each item that runs
 	if op == "upsert" {
-		// Values compare as PostgreSQL's lower(btrim(...)) has them in every statement: the locks'
-		// keys (each taken in the order of its value), the items' and the objects'.
-		const values = `(SELECT lower(btrim(v)) FROM unnest($2::text[]) AS v)`
+		// Values compare as m.given has them in every statement: the locks' keys (each taken in the
+		// order of its value, named after m.objects), the items' and the objects'.
 		btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
-			FROM (SELECT DISTINCT lower(btrim(v)) AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`, t.companyID, keys, res.table)
+			FROM (SELECT DISTINCT `+m.given+` AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`, t.companyID, keys, m.objects)
 		reads = []read{
-			eachRow[matchRow](`SELECT 0, lower(btrim(v)) FROM unnest($1::text[]) WITH ORDINALITY AS u(v, i) ORDER BY i`,
-				[]any{keys}, func(m *matchRow) { norms = append(norms, m.key) }),
-			rowsInto[T, P](&olds, res.selectSQL+` AND `+bw.matchCol+` IN `+values+` ORDER BY id FOR UPDATE`, t.companyID, keys),
-			eachRow[matchRow](`SELECT id, `+bw.matchCol+` FROM `+res.table+` WHERE company_id = $1 AND `+bw.matchCol+` IN `+values,
-				[]any{t.companyID, keys}, func(m *matchRow) { matched[m.key] = append(matched[m.key], m.id) }),
+			rowsInto[T, P](&olds, res.selectSQL+` AND id IN (SELECT id FROM (`+m.objects+`) AS m
+				WHERE val IN (SELECT `+m.given+` FROM unnest($2::text[]) AS v)) ORDER BY id FOR UPDATE`, t.companyID, keys),
+			rowsInto[matchRow](&matches, `SELECT min(i) OVER (PARTITION BY `+m.given+`), coalesce(min(m.id), 0),
+				array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL) FROM unnest($2::text[]) WITH ORDINALITY AS u (v, i)
+				LEFT JOIN (`+m.objects+`) AS m ON m.val = `+m.given+` GROUP BY i, v ORDER BY i`, t.companyID, keys),
 		}
 	}
 	if err := btx.read(ctx, reads...); err != nil {
@@ -324,35 +362,22 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	for i := range olds {
 		byID[P(&olds[i]).key()] = &olds[i]
 	}
-	if op == "upsert" {
-		seen := map[string]int{}
-		for i, it := range items {
-			if it.err != nil {
-				continue
-			}
-			k := norms[0]
-			norms = norms[1:]
-			first, dup := seen[k]
-			switch ids := matched[k]; {
-			case dup:
-				it.err = duplicateError(bw.matchOn, first)
-			case len(ids) > 1:
-				slices.Sort(ids)
-				for _, id := range ids {
-					if o, ok := byID[id]; ok {
-						members, _, _ := jsonMembers(P(o).appendJSON(nil)) // the id as the object has it
-						it.candidates = append(it.candidates, members[0].raw)
-					}
+	for j, mr := range matches {
+		switch it := items[runs[j]]; {
+		case mr.first != int64(j+1):
+			it.err = duplicateError(m.field, runs[mr.first-1])
+		case len(mr.ids) > 1:
+			for _, id := range mr.ids {
+				if o, ok := byID[id]; ok {
+					members, _, _ := jsonMembers(P(o).appendJSON(nil)) // the id as the object has it
+					it.candidates = append(it.candidates, members[0].raw)
 				}
-				it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
-					Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(ids), bw.matchOn),
-					Errors: []fieldError{{Field: bw.matchOn, Message: "matches more than one object"}}}
-			case len(ids) == 1:
-				it.id = ids[0]
 			}
-			if !dup {
-				seen[k] = i
-			}
+			it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
+				Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(mr.ids), m.field),
+				Errors: []fieldError{{Field: m.field, Message: "matches more than one object"}}}
+		default:
+			it.id = mr.id
 		}
 	}
 	// Each item runs in a goroutine of its own, on a tx of its own that shares the connection: the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
@@ -449,5 +450,231 @@ func TestBatchUpdatesOfTheSameObjectsInAnyOrderDoNotDeadlock(t *testing.T) {
 	close(fails)
 	for f := range fails {
 		t.Error(f)
+	}
+}
+
+// customValue returns the value of the custom field key in the object o.
+func customValue(o obj, key string) any {
+	custom, _ := o["custom"].(map[string]any)
+	return custom[key]
+}
+
+func TestBatchUpsertMatchesOnAUniqueCustomField(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "ext", "label": "External id", "type": "text", "unique": true}`)
+	defineField(t, c.key, `{"object": "contact", "key": "site", "label": "Site", "type": "url", "unique": true}`)
+	defineField(t, c.key, `{"object": "contact", "key": "note", "label": "Note", "type": "text"}`)
+	ana, _ := create(t, c.key, "/v1/contacts", `{"name": "Ana", "email": "ana@example.com", "custom": {"ext": "A-1", "site": "https://example.com/Ana"}}`)
+	path := itemPath("/v1/contacts", ana.id())
+
+	// Text compares ignoring case; a new value creates; the same values leave the object unchanged.
+	b := wantBatch(t, c.key, "/v1/contacts/batch/upsert?expand[]=userCreator",
+		`{"matchOn": "custom.ext", "items": [{"custom": {"ext": "a-1"}, "city": "Lisboa"}, {"name": "Bo", "custom": {"ext": "B-2"}}]}`,
+		http.StatusOK, "updated", "created")
+	if o := b.Data[0].Object; o.id() != ana.id() || o["city"] != "Lisboa" || o["name"] != "Ana" || customValue(o, "ext") != "a-1" || o["userCreator"] == nil {
+		t.Errorf("upsert of Ana: %v; want her, patched and expanded", o)
+	}
+	events := eventCount(t, c.id, "")
+	wantBatch(t, c.key, "/v1/contacts/batch/upsert", `{"matchOn": "custom.ext", "items": [{"custom": {"ext": "A-1"}, "city": "Lisboa"}]}`,
+		http.StatusOK, "updated") // the value's case is part of the object
+	wantBatch(t, c.key, "/v1/contacts/batch/upsert", `{"matchOn": "custom.ext", "items": [{"custom": {"ext": "A-1"}, "city": "Lisboa"}]}`,
+		http.StatusOK, "unchanged")
+	if eventCount(t, c.id, "") != events+1 {
+		t.Errorf("%d events; want the one of the update", eventCount(t, c.id, "")-events)
+	}
+	wantUnchanged(t, c.key, path, mustGet(t, c.key, path))
+
+	// A url compares as it is: another case is another value.
+	b = wantBatch(t, c.key, "/v1/contacts/batch/upsert", `{"matchOn": "custom.site", "items": [
+		{"name": "Ana again", "custom": {"site": "https://example.com/Ana"}}, {"name": "Cy", "custom": {"site": "https://example.com/ana"}}]}`,
+		http.StatusOK, "updated", "created")
+	if b.Data[0].Object.id() != ana.id() || b.Data[1].Object.id() == ana.id() {
+		t.Errorf("url upsert: %v", b.Data)
+	}
+
+	// Each item needs a valid value; two items for one value; a value another item's create holds.
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert", `{"matchOn": "custom.ext", "items": [{"name": "No value"},
+		{"name": "Null", "custom": {"ext": null}}, {"name": "Number", "custom": {"ext": 5}}, {"name": "Dee", "custom": {"ext": "D-4"}},
+		{"name": "Dee 2", "custom": {"ext": "d-4"}}, {"custom": {"ext": "b-2"}, "email": "nope"}, {"name": "Cee", "custom": "C-3"}]}`,
+		http.StatusUnprocessableEntity, "items[0].custom.ext validation_failed", "items[1].custom.ext validation_failed",
+		"items[2].custom.ext validation_failed", "items[4].custom.ext duplicate_in_request", "items[5].email validation_failed",
+		"items[6].custom.ext validation_failed")
+	if n := countOf(t, c.key, "/v1/contacts/count"); n != 3 {
+		t.Errorf("%d contacts after a failed batch; want 3", n)
+	}
+
+	// Only a unique custom field of the object is a match.
+	for _, matchOn := range []string{"custom.note", "custom.nope", "custom.", "custom.rank"} {
+		r := call(t, "POST", "/v1/contacts/batch/upsert", c.key, `{"matchOn": "`+matchOn+`", "items": [{"name": "A", "custom": {"note": "x"}}]}`)
+		if p := wantProblem(t, r, http.StatusUnprocessableEntity, "validation_failed"); len(p.Errors) != 1 || p.Errors[0].Field != "matchOn" {
+			t.Errorf("matchOn %s: %+v; want an error on matchOn", matchOn, p.Errors)
+		}
+	}
+	defineField(t, c.key, `{"object": "organization", "key": "rank", "label": "Rank", "type": "number", "unique": true}`)
+
+	// Numbers compare as numbers: 1.5 is 1.50 and 15e-1. With atomic false, each item stands alone.
+	org, _ := create(t, c.key, "/v1/organizations", `{"name": "Acme", "custom": {"rank": 1.50}}`)
+	b = wantBatch(t, c.key, "/v1/organizations/batch/upsert", `{"matchOn": "custom.rank", "atomic": false, "items": [
+		{"name": "Acme Inc", "custom": {"rank": 15e-1}}, {"name": "Initech", "custom": {"rank": 2}}, {"name": "Bad", "custom": {"rank": "x"}},
+		{"name": "Initech 2", "custom": {"rank": 2.0}}]}`,
+		http.StatusMultiStatus, "updated", "created", "error:validation_failed", "error:duplicate_in_request")
+	if o := b.Data[0].Object; o.id() != org.id() || o["name"] != "Acme Inc" {
+		t.Errorf("organization upsert: %v; want Acme renamed", o)
+	}
+	if e := b.Data[3].Error; e.Errors[0].Field != "items[3].custom.rank" || !strings.Contains(e.Errors[0].Message, "item 1") {
+		t.Errorf("duplicate: %+v; want it named items[3].custom.rank, the same as item 1", e)
+	}
+	b = wantBatch(t, c.key, "/v1/organizations/batch/upsert", `{"matchOn": "custom.rank", "items": [{"name": "Initech", "custom": {"rank": 2.00}}]}`,
+		http.StatusOK, "updated")
+	if fmt.Sprint(customValue(b.Data[0].Object, "rank")) != "2.00" {
+		t.Errorf("rank %v; want 2.00 as written", customValue(b.Data[0].Object, "rank"))
+	}
+}
+
+func TestBatchConcurrentUpsertsOfOneNewCustomValueCreateOneObject(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	field := defineField(t, c.key, `{"object": "contact", "key": "ext", "label": "External id", "type": "text", "unique": true}`)
+	second := startServer(t, nil, nil) // another server on the same database
+	const n = 24
+	var wg sync.WaitGroup
+	statuses := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := testEnv.baseURL
+			if i%2 == 1 {
+				base = second
+			}
+			// Each request also carries a value of its own, and the shared ones in another order and case.
+			body := fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Own", "custom": {"ext": "own-%d"}},
+				{"name": "New", "custom": {"ext": "new-1"}}, {"name": "Other %d", "custom": {"ext": "other-2"}}]}`, i, i%2)
+			if i%3 == 0 {
+				body = fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Other %d", "custom": {"ext": "OTHER-2"}},
+					{"name": "New", "custom": {"ext": "NEW-1"}}]}`, i%2)
+			}
+			r, err := send(nil, base, "POST", "/v1/contacts/batch/upsert", c.key, body)
+			switch {
+			case err != nil:
+				statuses[i] = err.Error()
+			case r.status != http.StatusOK:
+				statuses[i] = fmt.Sprintf("%d %s", r.status, r.body)
+			default:
+				statuses[i] = "200"
+			}
+		}()
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != "200" {
+			t.Errorf("request %d: %s", i, s)
+		}
+	}
+	for _, v := range []string{"new-1", "other-2"} {
+		if got := countOf(t, c.key, "/v1/contacts/count?custom.ext="+v); got != 1 {
+			t.Errorf("%d contacts with %s; want exactly 1", got, v)
+		}
+	}
+	if got := sqlID(t, `SELECT count(*) FROM custom_values WHERE company_id = $1 AND field_id = $2`, c.id, field); got != 2+n-(n+2)/3 {
+		t.Errorf("%d values; want %d", got, 2+n-(n+2)/3)
+	}
+	if got := eventCount(t, c.id, "contact.created"); got != 2+n-(n+2)/3 {
+		t.Errorf("%d contact.created events; want %d", got, 2+n-(n+2)/3)
+	}
+}
+
+// An atomic batch of which an item fails changes nothing; the corrected batch, the same items, then
+// writes each object once, and once more changes nothing.
+func TestBatchAtomicFailureThenTheCorrectedBatchWritesEachObjectOnce(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	field := defineField(t, c.key, `{"object": "contact", "key": "ext", "label": "External id", "type": "text", "unique": true}`)
+	old, _ := create(t, c.key, "/v1/contacts", `{"name": "Old", "custom": {"ext": "old"}}`)
+	before := mustGet(t, c.key, itemPath("/v1/contacts", old.id()))
+	state := func() string {
+		return fmt.Sprint(countOf(t, c.key, "/v1/contacts/count"), eventCount(t, c.id, ""),
+			sqlID(t, `SELECT count(*) FROM custom_values WHERE company_id = $1 AND field_id = $2`, c.id, field))
+	}
+	failing := map[string]string{
+		// The second item's value is the first's, which only its create in the batch holds.
+		"create": `{"items": [{"name": "P", "custom": {"ext": "p"}}, {"name": "Q", "custom": {"ext": "P"}}, {"name": "R"}]}`,
+		// The second item fails its check; the third would update Old.
+		"upsert": `{"matchOn": "custom.ext", "items": [{"name": "A", "custom": {"ext": "a"}}, {"name": "B", "email": "nope", "custom": {"ext": "b"}},
+			{"name": "Old renamed", "custom": {"ext": "OLD"}}]}`,
+	}
+	fixed := map[string]string{
+		"create": strings.Replace(failing["create"], `"ext": "P"`, `"ext": "q"`, 1),
+		"upsert": strings.Replace(failing["upsert"], `"nope"`, `"b@example.com"`, 1),
+	}
+	for _, op := range []string{"create", "upsert"} {
+		path, start := "/v1/contacts/batch/"+op, state()
+		wantBatchFailure(t, c.key, path, failing[op], http.StatusUnprocessableEntity,
+			map[string]string{"create": "items[1].custom.ext validation_failed", "upsert": "items[1].email validation_failed"}[op])
+		if got := state(); got != start {
+			t.Errorf("%s: contacts, events and values %s after a failed atomic batch; want %s", op, got, start)
+		}
+		wantUnchanged(t, c.key, itemPath("/v1/contacts", old.id()), before)
+		want := map[string][]string{"create": {"created", "created", "created"}, "upsert": {"created", "created", "updated"}}[op]
+		b := wantBatch(t, c.key, path, fixed[op], http.StatusOK, want...)
+		for i, d := range b.Data {
+			ext, _ := customValue(d.Object, "ext").(string)
+			n := sqlID(t, `SELECT count(*) FROM events WHERE company_id = $1 AND (object::json ->> 'id')::bigint = $2`, c.id, d.Object.id())
+			if got := countOf(t, c.key, "/v1/contacts/count?custom.ext="+ext); ext != "" && got != 1 || n != 1+int64(strings.Count(want[i], "updated")) {
+				t.Errorf("%s item %d: %d contacts with %q, %d events; want one, with an event for each write", op, i, got, ext, n)
+			}
+		}
+		before = mustGet(t, c.key, itemPath("/v1/contacts", old.id()))
+		if op == "upsert" {
+			after := state()
+			wantBatch(t, c.key, path, fixed[op], http.StatusOK, "unchanged", "unchanged", "unchanged")
+			if got := state(); got != after {
+				t.Errorf("upsert again: contacts, events and values %s; want %s", got, after)
+			}
+		}
+	}
+}
+
+// expand[] on a batch's answer costs what it costs a list page: a fixed number of queries, whatever
+// the number of items. They are counted by a proxy between a server of the test's own and PostgreSQL.
+func TestBatchExpandCostsTheQueriesOfAListPage(t *testing.T) {
+	t.Parallel()
+	proxy, dbURL := newDBProxy(t, testEnv.dbURL)
+	// No webhook worker, whose statements would be counted too; time enough for a batch of 100 on a
+	// busy machine (Citus), as only the queries count here.
+	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "2", "ROLODEX_WEBHOOK_SLOTS": "0",
+		"ROLODEX_STATEMENT_TIMEOUT": "25s"}, &syncBuffer{})
+	w := newRefWorld(t)
+	queries := func(t *testing.T, method, path, body string, status, objects int) int64 {
+		t.Helper()
+		wantStatus(t, callAt(t, nil, base, "GET", "/v1/statuses", w.key, ""), http.StatusOK) // the key in the server's cache
+		proxy.queries.Store(0)
+		r := callAt(t, nil, base, method, path, w.key, body)
+		count := proxy.queries.Load()
+		if got := bytes.Count(r.body, []byte(`"createdAt"`)); r.status != status || count == 0 || got != objects {
+			t.Fatalf("%s %s = %d with %d objects and nested objects after %d queries; want %d with %d", method, path, r.status, got, count, status, objects)
+		}
+		return count
+	}
+	for resource, specs := range expsOf {
+		t.Run(resource, func(t *testing.T) {
+			q, m := expQuery(expNames(specs)...), 1+len(specs) // objects with createdAt in one object, expanded
+			batch := func(n int, expand bool) int64 {
+				path, objects := resource+"/batch/create", n
+				if expand {
+					path, objects = path+"?"+q, n*m
+				}
+				return queries(t, "POST", path, items(n, func(int) string { return w.body(resource, 0) }, ""), http.StatusOK, objects)
+			}
+			one, oneExp, hundred, hundredExp := batch(1, false), batch(1, true), batch(100, false), batch(100, true)
+			list, listExp := queries(t, "GET", resource+"?limit=100", "", http.StatusOK, 100), queries(t, "GET", resource+"?limit=100&"+q, "", http.StatusOK, 100*m)
+			t.Logf("POST %s/batch/create: %d queries for 1 item, %d with %d expansions; %d and %d for 100; a list page %d and %d",
+				resource, one, oneExp, len(specs), hundred, hundredExp, list, listExp)
+			if oneExp-one != hundredExp-hundred || hundredExp-hundred != listExp-list {
+				t.Errorf("POST %s/batch/create: expansions cost %d queries for 1 item and %d for 100; want the same, as on a list page (%d)",
+					resource, oneExp-one, hundredExp-hundred, listExp-list)
+			}
+		})
 	}
 }
