@@ -147,9 +147,8 @@ var businessLists = &listSpec{
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company
 // may use: a status, a currency, its organization, user and board, and a stage of that board.
-// Another company's object is reported exactly like one that does not exist. also go with it, in
-// one round trip.
-func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business, also ...read) error {
+// Another company's object is reported exactly like one that does not exist.
+func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business) error {
 	const q = `SELECT
 		EXISTS (SELECT FROM statuses WHERE id = $2::bigint),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $3),
@@ -159,8 +158,8 @@ func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business
 		NOT EXISTS (SELECT FROM boards WHERE company_id = $1 AND id = $6)
 			OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND board_id = $6 AND id = $7)`
 	var ok [6]bool
-	err := tx.read(ctx, append(also, read{q, []any{companyID, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
-		func(rs rows) error { rs.Next(); return rs.Scan(&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5]) }})...)
+	err := tx.queryRow(ctx, q, []any{companyID, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
+		&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
 	if err != nil {
 		return fmt.Errorf("check business references: %w", err)
 	}
@@ -191,11 +190,11 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 			return b, fmt.Errorf("business defaults: %w", err)
 		}
 	}
-	var fields []customField
-	if err := checkBusinessRefs(ctx, tx, t.companyID, &b, customFieldsRead(&fields, t.companyID, "business")); err != nil {
+	fields := queueCustomFields(tx, t.companyID, "business", nil) // read with the reference check
+	if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
 		return b, err
 	}
-	if err := checkCustom(ctx, tx, t.companyID, "business", 0, &b.Custom, &fields); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "business", 0, &b.Custom, fields); err != nil {
 		return b, err
 	}
 	b.UserCreatorID = t.userID
@@ -225,11 +224,12 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 // updateBusiness applies p to the company's business record id in tx, like updateContact (and with
 // its round trips); stageId must stay a stage of boardId whichever of them changes.
 func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (business, error) {
+	fields := queueCustomFields(tx, t.companyID, "business", p.members) // read with the lock
 	old, b, changed, err := lockObject[business](ctx, tx, businesses, t.companyID, id, p)
 	if err != nil || !changed {
 		return b, err
 	}
-	if err := checkCustom(ctx, tx, t.companyID, "business", id, &b.Custom, nil); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "business", id, &b.Custom, fields); err != nil {
 		return b, err
 	}
 	if b.StatusID != old.StatusID || b.OrganizationID != old.OrganizationID || b.CurrencyID != old.CurrencyID ||

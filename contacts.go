@@ -148,16 +148,16 @@ var contactLists = &listSpec{
 
 // checkContactRefs returns fieldErrors naming each reference of c that is not an object the company
 // may use: a country, one of its contact stages, organizations or users. Another company's object is
-// reported exactly like one that does not exist. also go with it, in one round trip.
-func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact, also ...read) error {
+// reported exactly like one that does not exist.
+func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact) error {
 	const q = `SELECT
 		$2::bigint IS NULL OR EXISTS (SELECT FROM countries WHERE id = $2),
 		$3::bigint IS NULL OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND id = $3 AND board_id IS NULL),
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := tx.read(ctx, append(also, read{q, []any{companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID},
-		func(rs rows) error { rs.Next(); return rs.Scan(&ok[0], &ok[1], &ok[2], &ok[3]) }})...)
+	err := tx.queryRow(ctx, q, []any{companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID},
+		&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
 		return fmt.Errorf("check contact references: %w", err)
 	}
@@ -169,11 +169,11 @@ func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact, 
 // event. References to objects the company does not have are fieldErrors. Round trips: the
 // reference check (with BEGIN), the INSERT; the event goes with COMMIT.
 func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, error) {
-	var fields []customField
-	if err := checkContactRefs(ctx, tx, t.companyID, &c, customFieldsRead(&fields, t.companyID, "contact")); err != nil {
+	fields := queueCustomFields(tx, t.companyID, "contact", nil) // read with the reference check
+	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
 	}
-	if err := checkCustom(ctx, tx, t.companyID, "contact", 0, &c.Custom, &fields); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "contact", 0, &c.Custom, fields); err != nil {
 		return c, err
 	}
 	const q = `INSERT INTO contacts (company_id, user_creator_id, name, surname, dni, job_title, email,
@@ -200,11 +200,12 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 // keep them so). Round trips: the lock (with BEGIN), the reference check when a reference changed,
 // the UPDATE; the event goes with COMMIT.
 func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (contact, error) {
+	fields := queueCustomFields(tx, t.companyID, "contact", p.members) // read with the lock
 	old, c, changed, err := lockObject[contact](ctx, tx, contacts, t.companyID, id, p)
 	if err != nil || !changed {
 		return c, err
 	}
-	if err := checkCustom(ctx, tx, t.companyID, "contact", id, &c.Custom, nil); err != nil {
+	if err := checkCustom(ctx, tx, t.companyID, "contact", id, &c.Custom, fields); err != nil {
 		return c, err
 	}
 	if c.CountryID != old.CountryID || c.StageID != old.StageID || c.OrganizationID != old.OrganizationID ||

@@ -488,10 +488,22 @@ func loadCustomFields(ctx context.Context, rd reader, companyID int64, object st
 	return fields, err
 }
 
-// customFieldsRead is the read of the company's live fields of object, by id, into *out. A create
-// sends it with its reference check, so that checkCustom costs the write no round trip.
+// customFieldsRead is the read of the company's live fields of object, by id, into *out.
 func customFieldsRead(out *[]customField, companyID int64, object string) read {
 	return rowsInto[customField](out, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object)
+}
+
+// queueCustomFields queues the read of the company's live fields of object with the write's next
+// round trip, for checkCustom, when the write needs them: a create (members nil) always, an update
+// when its merge patch members set custom. So they cost the write no round trip of their own. They
+// are there once that round trip has returned: the write must send one before checkCustom.
+func queueCustomFields(tx *tx, companyID int64, object string, members []member) *[]customField {
+	if members != nil && !hasMember(members, "custom") {
+		return nil
+	}
+	fields := []customField{}
+	tx.queueRead(customFieldsRead(&fields, companyID, object))
+	return &fields
 }
 
 // checkCustom checks the custom values of an object of kind object that a body set (cv.w.sent) against

@@ -152,8 +152,9 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 // does wait for: a create is three round trips (BEGIN and the reference check, the INSERT, the event
 // and COMMIT) where one statement each took five. Only statements whose failure aborts the
 // transaction are queued, and a statement whose result Go reads is the last of its round trip: so
-// nothing the server runs depends on a result that Go has not checked. The one exception,
-// queueRow, is the look-up of an Idempotency-Key (lookUpKey says why it is safe).
+// nothing the server runs depends on a result that Go has not checked. The exceptions, queueRow and
+// queueRead, are reads that nothing sent with them depends on: the look-up of an Idempotency-Key
+// (lookUpKey says why it is safe) and a write's custom fields (queueCustomFields).
 type tx struct {
 	c      *pgx.Conn
 	queued pgx.Batch
@@ -170,11 +171,16 @@ func (t *tx) queueRow(q string, args []any, check func(pgx.Row) error) {
 	t.queued.Queue(q, args...).QueryRow(check)
 }
 
+// queueRead queues r, whose rows it reads when the round trip that sends it returns.
+func (t *tx) queueRead(r read) {
+	t.queued.Queue(r.sql, r.args...).Query(func(rs pgx.Rows) error { return r.rows(rs) })
+}
+
 // read sends what is queued and then reads, in one round trip: the reader of a write's transaction,
 // whose reads see what it wrote.
 func (t *tx) read(ctx context.Context, reads ...read) error {
 	for _, r := range reads {
-		t.queued.Queue(r.sql, r.args...).Query(func(rows pgx.Rows) error { return r.rows(rows) })
+		t.queueRead(r)
 	}
 	b := t.queued
 	t.queued = pgx.Batch{}
