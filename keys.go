@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -30,11 +31,10 @@ import (
 // countries.
 var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys", "customFields"}
 
-// maxKeyLifetime is how long a rolled key may live on after its replacement is made.
-const maxKeyLifetime = 7 * 24 * time.Hour
-
-// maxActiveKeys is how many keys a company may have that are neither revoked nor expired.
-const maxActiveKeys = 100
+const (
+	maxKeyLifetime = 7 * 24 * time.Hour // how long a rolled key may live on after its replacement is made
+	maxActiveKeys  = 100                // keys a company may have that are neither revoked nor expired
+)
 
 // errKeyLimit is the answer to a key that would pass maxActiveKeys.
 var errKeyLimit error = &apiError{Status: http.StatusUnprocessableEntity, Code: "key_limit",
@@ -104,11 +104,12 @@ func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) e
 	return nil
 }
 
-// newAPIKey returns a new random key.
-func newAPIKey() string {
+// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or a webhook
+// signing secret ("whsec_").
+func randomToken(prefix string) string {
 	var b [24]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	return "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // hashKey is what is stored of a key: its SHA-256.
@@ -193,12 +194,11 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	}
 }
 
-// insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
-// which is kept nowhere else. A user the company does not have is a fieldError; a company with
-// maxActiveKeys active keys already is errKeyLimit. Round trips: the lock and the INSERT (with
-// BEGIN); when it inserted nothing, the user's look-up.
+// insertAPIKey stores a new key k of the company and returns it with the key itself, kept nowhere
+// else; a fieldError for a user the company does not have, errKeyLimit past maxActiveKeys. Round
+// trips: the lock and the INSERT (with BEGIN); when it inserted nothing, the user's look-up.
 func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
-	key := newAPIKey()
+	key := randomToken("rdx_")
 	hash := hashKey(key)
 	k.Prefix = key[:keyPrefixLen]
 	// The company's new keys take turns, so that two at once cannot both pass the limit. A lock of the
@@ -255,9 +255,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	})
 }
 
-// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes, user and
-// expiry (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends
-// now).
+// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: 201, a new key with the same name, scopes, user
+// and expiry, while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -282,10 +281,9 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 	})
 }
 
-// rollKey makes, in tx, a new key with the name, scopes, user and expiry of the company's active key
-// id, which the tenant's key must cover (keyRulesError), and has the old key end expiresIn seconds
-// from now, or sooner if it was to anyway. It returns the new key's object, the key itself, and the old key's hash.
-// Round trips: the UPDATE of the old key (with BEGIN), the INSERT of the new one.
+// rollKey makes, in tx, a new key like the company's active key id, which the tenant's key must cover
+// (keyRulesError), and ends the old one within expiresIn seconds. It returns the new key's object, the
+// key, and the old key's hash. Round trips: the UPDATE of the old key (with BEGIN), the INSERT.
 func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey, string, []byte, error) {
 	// o is the old key as it was: the new one keeps its expiry (keyRulesError).
 	const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
@@ -403,9 +401,8 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	})
 }
 
-// createAPIKey makes a new key for a user of the company (userID 0: the company's first user) with
-// scopes, expiring after lifetime (0: never), for the CLI. It returns errNotFound when there is no
-// such company or user.
+// createAPIKey makes a key for the CLI, of a user of the company (0: its first user), expiring after
+// lifetime (0: never); errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
 	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
 	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
@@ -415,7 +412,7 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 	if err != nil {
 		return "", fmt.Errorf("find user: %w", err)
 	}
-	k := apiKey{Name: "", Scopes: scopes, UserID: userID}
+	k := apiKey{Scopes: scopes, UserID: userID}
 	if lifetime > 0 {
 		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
@@ -461,21 +458,13 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 
 // activeKeyHashes returns the hashes of the keys neither revoked nor expired made since since.
 func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		AND created_at >= $1`, since)
-	if err != nil {
+	const q = `SELECT coalesce(array_agg(hash), '{}') FROM api_keys
+		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AND created_at >= $1`
+	var out [][]byte
+	if err := s.withConn(ctx, func(c *pgx.Conn) error { return c.QueryRow(ctx, q, since).Scan(&out) }); err != nil {
 		return nil, fmt.Errorf("active key hashes: %w", err)
 	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // lookupAPIKey returns the tenant of the active, unexpired key with this hash, or errNotFound. It
@@ -491,16 +480,14 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 				AND k.last_used_at IS DISTINCT FROM date_trunc('minute', now()))
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
-	var scopes string
 	var expires pgtype.Timestamptz
-	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, &scopes, &expires)
+	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, errNotFound
 	}
 	if err != nil {
 		return t, fmt.Errorf("look up key: %w", err)
 	}
-	t.scopes = strings.Split(scopes, ",")
 	t.expiresAt = expires.Time
 	return t, nil
 }
