@@ -129,13 +129,9 @@ func (c *coalescer[T, P]) send(ctx context.Context, rd reader, companyID int64, 
 	objs := make(map[int64]T, len(ids))
 	rel, err := getObjects[T, P](ctx, rd, c.res, companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
 	for _, w := range batch {
-		a := coalesced[T]{rel: rel, err: err}
-		if err == nil {
-			v, ok := objs[w.id]
-			a.v = v
-			if !ok {
-				a.err = errNotFound
-			}
+		a := coalesced[T]{v: objs[w.id], rel: rel, err: err}
+		if _, ok := objs[w.id]; err == nil && !ok {
+			a.err = errNotFound
 		}
 		w.out <- a
 	}
