@@ -26,9 +26,8 @@ import (
 // display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys and `rolodex key`
 // manage them, and a key can never make or roll a key with more than its own scopes.
 
-// scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes
-// read), or "*" for everything. reference covers users, stages, boards, statuses, currencies and
-// countries.
+// scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
+// or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
 var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys", "customFields"}
 
 const (
@@ -90,9 +89,8 @@ func grantable(caller tenant, scopes []string) error {
 	return nil
 }
 
-// keyRulesError returns why caller may not make a key with scopes that expires at expires (a roll:
-// the old key's), else nil: a 403 unless grantable, a 422 on expiresAt when caller expires and the
-// key would outlive it. No key makes a way up.
+// keyRulesError returns why caller may not make a key with scopes expiring at expires, else nil: a 403
+// unless grantable, a 422 on expiresAt when the key would outlive caller. No key makes a way up.
 func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) error {
 	if err := grantable(caller, scopes); err != nil {
 		return err
@@ -431,9 +429,8 @@ func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, err
 	return keys, s.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, companyID))
 }
 
-// revokeAPIKey revokes the active key that is prefixOrKey, or whose display prefix it is. It
-// returns errNotFound when there is none, and revokes nothing when a prefix names more than one
-// key (prefixes are random, not unique; the whole key then names it).
+// revokeAPIKey revokes the active key that is prefixOrKey or has it as display prefix; errNotFound
+// when there is none. A prefix of several keys (random, not unique) revokes none: give the whole key.
 func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	const revoke = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE revoked_at IS NULL AND `
 	q, arg := revoke+`prefix = $1`, any(prefixOrKey)
@@ -467,9 +464,9 @@ func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte,
 	return out, nil
 }
 
-// lookupAPIKey returns the tenant of the active, unexpired key with this hash, or errNotFound. It
-// also keeps the key's lastUsedAt, to the minute: a lookup happens at most once a keyCacheTTL per
-// key and server, and writes only when the minute has moved on.
+// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound. It keeps the key's
+// lastUsedAt to the minute: at most one lookup a keyCacheTTL per key and server, writing only when
+// the minute has moved on.
 func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
 	const q = `WITH k AS (
 			SELECT company_id, id, user_id, scopes, expires_at, last_used_at FROM api_keys

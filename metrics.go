@@ -17,11 +17,9 @@ import (
 	"time"
 )
 
-// Prometheus metrics: GET /metrics in the text exposition format 0.0.4, written by hand, on a
-// listener of its own (-metrics-addr), never on the API port. A request updates atomics only: its
-// route's counters are found through a map that is replaced, never changed, when a route is first
-// seen, so the hot path takes no lock. Gauges (the pool, the webhook backlog, the limited
-// addresses) are read when Prometheus scrapes.
+// Prometheus metrics: GET /metrics in the text format 0.0.4, written by hand, on a listener of its own
+// (-metrics-addr). A request updates atomics only, finding its route's counters in a map that is
+// replaced, never changed, so the hot path takes no lock. Gauges are read when Prometheus scrapes.
 
 // durationBuckets are the upper bounds, in seconds, of the request duration histogram.
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}

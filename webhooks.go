@@ -196,8 +196,7 @@ var ipv4Inside = []struct {
 	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
 }
 
-// embeddedIPv4 returns the IPv4 address that ip, without its zone, embeds or translates to, or
-// else ip without its zone.
+// embeddedIPv4 returns the IPv4 address ip embeds or translates to, else ip; either without a zone.
 func embeddedIPv4(ip netip.Addr) netip.Addr {
 	ip = ip.WithZone("") // a prefix contains no zoned address
 	for _, in := range ipv4Inside {
@@ -264,9 +263,9 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 	}
 }
 
-// handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
-// here) and its Location. The URL's host is resolved before the write begins. The key must read the
-// events it subscribes to, and the endpoint is sent only those of the families the key reads.
+// handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
+// The URL's host is resolved before the write. The key must read the events the endpoint takes, and
+// it is sent only those of the families the key reads.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
