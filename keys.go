@@ -300,7 +300,7 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 	if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
 		return old, "", nil, err
 	}
-	k, key, err := insertAPIKey(ctx, tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID, ExpiresAt: old.ExpiresAt})
+	k, key, err := insertAPIKey(ctx, tx, t.companyID, old) // old holds only what the new key keeps
 	return k, key, hash, err
 }
 
@@ -402,24 +402,23 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 // createAPIKey makes a key for the CLI, of a user of the company (0: its first user), expiring after
 // lifetime (0: never); errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
-	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
-	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", errNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("find user: %w", err)
-	}
-	k := apiKey{Scopes: scopes, UserID: userID}
+	k := apiKey{Scopes: scopes}
 	if lifetime > 0 {
 		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
 	var key string
-	err = s.write(ctx, func(tx *tx) error {
+	err := s.write(ctx, func(tx *tx) error {
+		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
+		if err := tx.queryRow(ctx, q, []any{companyID, userID}, &k.UserID); err != nil {
+			return fmt.Errorf("find user: %w", err)
+		}
 		var err error
 		_, key, err = insertAPIKey(ctx, tx, companyID, k)
 		return err
 	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNotFound
+	}
 	return key, err
 }
 
