@@ -375,7 +375,8 @@ func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, 
 			fs.Usage()
 			return fmt.Errorf("-company must be a positive id: %w", errUsage)
 		}
-		keys, err := st.listAPIKeys(ctx, *company)
+		var keys []apiKey
+		err := st.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, *company))
 		for _, k := range keys {
 			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
 		}
@@ -420,12 +421,6 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 		return "", errNotFound
 	}
 	return key, err
-}
-
-// listAPIKeys returns the company's active keys, for the CLI.
-func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, error) {
-	keys := make([]apiKey, 0)
-	return keys, s.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, companyID))
 }
 
 // revokeAPIKey revokes the active key that is prefixOrKey or has it as display prefix; errNotFound
