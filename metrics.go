@@ -263,6 +263,9 @@ func routeLabel(pattern string) string {
 // expo writes the text exposition format 0.0.4.
 type expo struct{ b []byte }
 
+// labelEscaper escapes a label value as the format asks: backslash, double quote and line feed.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
 // family starts a metric family with its HELP and TYPE lines.
 func (e *expo) family(name, typ, help string) {
 	help = strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help)
@@ -273,7 +276,7 @@ func (e *expo) family(name, typ, help string) {
 func (e *expo) sample(name string, v float64, labels ...string) {
 	e.b = append(e.b, name...)
 	for i := 0; i < len(labels); i += 2 {
-		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], escapeLabel(labels[i+1]))
+		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], labelEscaper.Replace(labels[i+1]))
 	}
 	if len(labels) > 0 {
 		e.b = append(e.b, '}')
@@ -289,9 +292,4 @@ func (e *expo) gauge(name, help string, v float64) {
 func (e *expo) counter(name, help string, v int64) {
 	e.family(name, "counter", help)
 	e.sample(name, float64(v))
-}
-
-// escapeLabel escapes a label value as the format asks: backslash, double quote and line feed.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }
