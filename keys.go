@@ -426,15 +426,13 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 // revokeAPIKey revokes the active key that is prefixOrKey or has it as display prefix; errNotFound
 // when there is none. A prefix of several keys (random, not unique) revokes none: give the whole key.
 func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
-	const revoke = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE revoked_at IS NULL AND `
-	q, arg := revoke+`prefix = $1`, any(prefixOrKey)
-	if len(prefixOrKey) > keyPrefixLen {
-		hash := hashKey(prefixOrKey)
-		q, arg = revoke+`hash = $1`, hash[:]
-	}
+	// A whole key is longer than a prefix: it matches only by its hash, and a prefix only as itself.
+	const q = `WITH r AS (UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE revoked_at IS NULL AND (prefix = $1 OR hash = $2) RETURNING 1) SELECT count(*) FROM r`
+	hash := hashKey(prefixOrKey)
 	return s.write(ctx, func(tx *tx) error {
 		var n int
-		if err := tx.queryRow(ctx, `WITH r AS (`+q+` RETURNING 1) SELECT count(*) FROM r`, []any{arg}, &n); err != nil {
+		if err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); err != nil {
 			return fmt.Errorf("revoke key: %w", err)
 		}
 		switch {
