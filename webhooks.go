@@ -506,6 +506,11 @@ type claimed struct {
 	event                     event
 }
 
+func (c *claimed) scanDest() []any {
+	return append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
+		&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
+}
+
 // claimDeliveries takes up to n due deliveries for this server to send, and leases them: at most
 // webhookEndpointSlots to one endpoint, counting sending[i] already being sent to endpoints[i].
 func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending []int64) ([]claimed, error) {
@@ -534,23 +539,13 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
-		n*webhookEndpointSlots)
+	var out []claimed
+	err := s.read(ctx, rowsInto[claimed](&out, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
+		n*webhookEndpointSlots))
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
-	defer rows.Close()
-	var out []claimed
-	for rows.Next() {
-		var c claimed
-		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
-			&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("claim deliveries: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // recordAttempt writes how an attempt at c went (status 0: no answer, or none for a disabled
