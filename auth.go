@@ -14,9 +14,8 @@ import (
 	"time"
 )
 
-// API keys look like "rdx_" followed by 32 base64url characters (192 random bits). Only their SHA-256
-// is stored, with the first keyPrefixLen characters as a display prefix that names the key when
-// revoking it.
+// API keys are "rdx_" and 32 base64url characters (192 random bits). Only their SHA-256 is stored,
+// with the first keyPrefixLen characters as a display prefix that names the key to revoke it.
 const (
 	keyPrefixLen = 12
 	maxKeyLen    = 128
@@ -28,8 +27,7 @@ const (
 	knownRefresh  = 200 * time.Millisecond // the least time between two refreshes of the known keys
 )
 
-// tenant is who a request acts as: the company that owns the key, the key's user, and the key
-// itself with its scopes and expiry.
+// tenant is who a request acts as: its API key's company and user, and the key with its scopes and expiry.
 type tenant struct {
 	companyID int64
 	userID    int64
@@ -52,13 +50,11 @@ type authenticator struct {
 
 	// known holds the first 8 bytes of the active keys' hashes, for the requests of addresses over
 	// their failure limit: a key not in it cannot be valid. Such a request waits for a refresh of
-	// known (the keys made since the last one, on any server) that begins after it asked, and the
-	// requests waiting share it: refreshes take turns, at least knownRefresh apart, and one a
-	// keyCacheTTL makes known anew, so no revoked or expired key stays in it. So a flood of
-	// made-up keys costs the database one small query a knownRefresh however many keys it sends,
-	// and a key made or rolled a moment ago on any server is served at once, after a wait of at most
-	// knownRefresh and a query. (A budget of look-ups a second would cost as little, but refuse a
-	// new key while a flood spends it.)
+	// known (the keys made since the last, on any server) begun after it asked; waiting requests
+	// share it, refreshes are at least knownRefresh apart, and one a keyCacheTTL rebuilds known. So a
+	// flood of made-up keys costs one small query a knownRefresh, and a key made a moment ago on any
+	// server is served after at most knownRefresh and a query. (A budget of look-ups a second would
+	// cost as little, but refuse a new key while a flood spends it.)
 	knownMu   sync.RWMutex
 	known     map[uint64]bool
 	refreshMu sync.Mutex   // held by a refresh, and by a request waiting to start one
@@ -183,10 +179,9 @@ func needsKey(path string) bool {
 var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Detail: "A valid API key is required in the x-api-key header."}
 
-// withAuth maps the x-api-key header to a tenant for every keyed path. Missing, unknown and revoked
-// keys, and more than one x-api-key header, all get the same 401, and count as failures of the
-// client's address. An address over the failure limit gets 429 for them instead, but a valid key is
-// served from any address: see resolve for what such an address may cost the database.
+// withAuth maps the x-api-key header to a tenant for every keyed path. A missing, unknown or revoked
+// key, or two headers, get the same 401 and count as failures of the client's address; an address
+// over the failure limit gets 429 for them instead, but a valid key is served from any address.
 func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !needsKey(r.URL.Path) {

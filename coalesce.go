@@ -6,21 +6,17 @@ import (
 	"sync"
 )
 
-// Coalescing (issue 34): concurrent retrieves of one company's objects share round trips. A
-// retrieve that finds no trip of its company (and expansions) in flight goes out at once, alone,
-// as getObject; those that arrive while one is in flight queue, and go out together as the next
-// trip, one `id = ANY($2)` per SELECT (getObjects, expand.go), each taking its row back. Nothing
-// ever waits for a batch to fill: a batch is only what queued behind a trip already running. A
-// batch serves one company, and every statement keeps `company_id = $1`.
+// Coalescing (issue 34): concurrent retrieves of one company's objects share round trips. A retrieve
+// that finds no trip of its company (and expansions) in flight goes out at once, as getObject; those
+// arriving meanwhile queue, and go out together as the next trip, one `id = ANY($2)` per SELECT
+// (getObjects, expand.go). Nothing waits for a batch to fill, and every statement keeps `company_id = $1`.
 //
-// It pays. Against the minimal Go + pgx server (../shared/anchors/run-all.sh with ROLODEX_REPO,
-// 100k contacts, wrk -c32, 5 interleaved rounds, median of the rounds' ratios): retrieve 1.38x and
-// retrieve+5 2.27x, where the tree without it measured 1.03x and 0.94x. `make bench` against that
-// tree (BENCH_CONTACTS=100000, 5 paired rounds): retrieve 1.54x, retrieve+5 2.28x. Retrieve+5
-// gains most: it is five statements a trip (the object and one per kind of object it embeds),
-// each with its fixed cost in PostgreSQL and pgx, where the minimal server sends one JOIN; a batch
-// shares them. At wrk -c1 nothing queues and the statements are as before. Two trips in flight
-// a company measured 0.85-0.90x of one.
+// It pays. Against the minimal Go + pgx server (../shared/anchors/run-all.sh with ROLODEX_REPO, 100k
+// contacts, wrk -c32, 5 interleaved rounds, median of the rounds' ratios): retrieve 1.38x, retrieve+5
+// 2.27x, where the tree without it measured 1.03x and 0.94x; `make bench` against that tree
+// (BENCH_CONTACTS=100000, 5 paired rounds): retrieve 1.54x, retrieve+5 2.28x. Retrieve+5 gains most:
+// five statements a trip, each with its fixed cost, where the minimal server sends one JOIN. At wrk
+// -c1 nothing queues. Two trips in flight a company measured 0.85-0.90x of one.
 
 // maxCoalesced bounds the ids of one trip.
 const maxCoalesced = 64
@@ -129,13 +125,9 @@ func (c *coalescer[T, P]) send(ctx context.Context, rd reader, companyID int64, 
 	objs := make(map[int64]T, len(ids))
 	rel, err := getObjects[T, P](ctx, rd, c.res, companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
 	for _, w := range batch {
-		a := coalesced[T]{rel: rel, err: err}
-		if err == nil {
-			v, ok := objs[w.id]
-			a.v = v
-			if !ok {
-				a.err = errNotFound
-			}
+		a := coalesced[T]{v: objs[w.id], rel: rel, err: err}
+		if _, ok := objs[w.id]; err == nil && !ok {
+			a.err = errNotFound
 		}
 		w.out <- a
 	}

@@ -101,14 +101,11 @@ func (a *answer) write(w http.ResponseWriter, r *http.Request, replayed bool) {
 // the write stops there, its statements are rolled back, and writeOnce returns the kept answer.
 var errReplay = errors.New("the idempotency key has an answer kept")
 
-// writeOnce runs do, a write of the company, in one transaction (store.write) and returns the answer
-// it returns. Without an Idempotency-Key, that is all. With one, ik, it is the whole keyed write:
-// the key's look-up goes out with do's first round trip (lookUpKey); an answer kept for the same
-// request is returned instead of do's, with replayed set, and nothing is written; else do's answer
-// is kept for the key (keepAnswer), and both commit together. Every answer do returns without an
-// error is kept: those of requests that ran (2xx, and the 404 and 412 the database found). A
-// request refused before it ran keeps nothing, so that the client may correct it and send it again
-// with the same key.
+// writeOnce runs do, a write of the company, in one transaction (store.write) and returns its answer.
+// With an Idempotency-Key ik, an answer kept for the same request is returned instead, replayed, and
+// nothing is written; else do's answer (any it returns without an error: 2xx, and the 404 and 412
+// the database found) is kept for ik in the same transaction. A request refused before it ran keeps
+// nothing, so that the client may correct it and send it again with the same key.
 func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyKey, do func(*tx) (answer, error)) (a answer, replayed bool, err error) {
 	var kept answer
 	err = s.write(ctx, func(tx *tx) error {
@@ -127,14 +124,12 @@ func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyK
 	return a, false, keyInUse(err)
 }
 
-// lookUpKey queues in tx the look-up of the Idempotency-Key ik of the company, to go out with the
-// write's next round trip, COMMIT's at the latest. That round trip then fails with errKeyInUse when
-// another request holds the key's lock, with errKeyReused when the answer kept for the key is of
-// another request, and with errReplay, the answer in kept, when it is of this one. A held lock fails
-// the look-up itself, by a division by zero (keyInUse maps it): the statements sent with it never
-// run, so none waits for the request that holds the lock. After a kept answer they run, and are
-// rolled back with the transaction; when they are keepAnswer's and COMMIT, the INSERT of the answer
-// fails on the key's row first.
+// lookUpKey queues in tx the look-up of ik, to go out with the write's next round trip. That round
+// trip then fails with errKeyInUse when another request holds the key's lock, errKeyReused when the
+// answer kept is of another request, and errReplay (the answer in kept) when it is of this one. A
+// held lock fails the look-up itself, by a division by zero, so the statements sent with it never
+// run and none waits for the lock's holder. After a kept answer they run and are rolled back (an
+// INSERT of keepAnswer's fails on the key's row first).
 func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 	const q = `SELECT 1 / pg_try_advisory_xact_lock(hashtextextended($1::text || ' ' || $2, 0))::int,
 			k.fingerprint, coalesce(k.status, 0), coalesce(k.location, ''), coalesce(k.etag, ''), k.body
@@ -156,10 +151,8 @@ func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 	})
 }
 
-// keepAnswer queues in tx the statements that keep a for the Idempotency-Key ik of the company,
-// replacing an expired row of the key. A live row was written since the look-up: the INSERT fails
-// on the primary key, the transaction with it, and keyInUse maps that error to errKeyInUse. They go
-// out with COMMIT.
+// keepAnswer queues in tx, to go out with COMMIT, the statements that keep a for ik, replacing an
+// expired row of the key. A live row was written since the look-up: the INSERT fails (keyInUse).
 func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 	body := a.body
 	if a.kept != nil {
@@ -172,10 +165,9 @@ func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 		companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
 }
 
-// keyInUse returns errKeyInUse for the error of lookUpKey's division by zero or keepAnswer's
-// INSERT, else err. That INSERT's is the unique violation of the round trip that commits: no other
-// statement queued for it has a key a request could repeat. (Citus does not pass on the name of the
-// constraint.)
+// keyInUse returns errKeyInUse for the error of lookUpKey's division by zero or keepAnswer's INSERT,
+// the one unique violation the committing round trip can have (Citus does not pass on the
+// constraint's name), else err.
 func keyInUse(err error) error {
 	if code := pgCode(err); code == "22012" || code == "23505" && errors.Is(err, errCommit) {
 		return errKeyInUse
@@ -183,8 +175,8 @@ func keyInUse(err error) error {
 	return err
 }
 
-// deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through
-// the created_at index (no table scan, and no long lock), and returns how many it deleted.
+// deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through the
+// created_at index (no table scan, no long lock), and returns how many it deleted.
 func (s *store) deleteExpiredKeys(ctx context.Context) (int64, error) {
 	const q = `DELETE FROM idempotency_keys WHERE (company_id, key) IN (
 		SELECT company_id, key FROM idempotency_keys WHERE created_at <= now() - interval '24 hours'

@@ -87,11 +87,10 @@ type textID int64
 // decimal is the exact decimal text of a numeric, or null, which the API writes as a JSON number as it is.
 type decimal pgtype.Text
 
-// appendObject appends a JSON object of one member per name and value pair of kv, in order. A name
-// is a plain identifier; a value is a pointer to the field that holds it: *int64, *string, *bool,
-// *time.Time, *textID or *commaList, or for a nullable field *pgtype.Int8, *pgtype.Text,
-// *pgtype.Timestamptz or *decimal. One encoder for every object, so that each type's JSON is its list
-// of members.
+// appendObject appends a JSON object of one member per name and value pair of kv, in order: a plain
+// identifier, and a pointer to the field that holds the value (*int64, *string, *bool, *time.Time,
+// *textID, *commaList; nullable: *pgtype.Int8, *pgtype.Text, *pgtype.Timestamptz, *decimal). One
+// encoder for every object, so that each type's JSON is its list of members.
 func appendObject(b []byte, kv ...any) []byte {
 	b = append(b, '{')
 	for i := 0; i+1 < len(kv); i += 2 {

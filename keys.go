@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -25,16 +26,14 @@ import (
 // display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys and `rolodex key`
 // manage them, and a key can never make or roll a key with more than its own scopes.
 
-// scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes
-// read), or "*" for everything. reference covers users, stages, boards, statuses, currencies and
-// countries.
+// scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
+// or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
 var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys", "customFields"}
 
-// maxKeyLifetime is how long a rolled key may live on after its replacement is made.
-const maxKeyLifetime = 7 * 24 * time.Hour
-
-// maxActiveKeys is how many keys a company may have that are neither revoked nor expired.
-const maxActiveKeys = 100
+const (
+	maxKeyLifetime = 7 * 24 * time.Hour // how long a rolled key may live on after its replacement is made
+	maxActiveKeys  = 100                // keys a company may have that are neither revoked nor expired
+)
 
 // errKeyLimit is the answer to a key that would pass maxActiveKeys.
 var errKeyLimit error = &apiError{Status: http.StatusUnprocessableEntity, Code: "key_limit",
@@ -90,9 +89,8 @@ func grantable(caller tenant, scopes []string) error {
 	return nil
 }
 
-// keyRulesError returns why caller may not make a key with scopes that expires at expires (a roll:
-// the old key's), else nil: a 403 unless grantable, a 422 on expiresAt when caller expires and the
-// key would outlive it. No key makes a way up.
+// keyRulesError returns why caller may not make a key with scopes expiring at expires, else nil: a 403
+// unless grantable, a 422 on expiresAt when the key would outlive caller. No key makes a way up.
 func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) error {
 	if err := grantable(caller, scopes); err != nil {
 		return err
@@ -104,11 +102,12 @@ func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) e
 	return nil
 }
 
-// newAPIKey returns a new random key.
-func newAPIKey() string {
+// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or a webhook
+// signing secret ("whsec_").
+func randomToken(prefix string) string {
 	var b [24]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
-	return "rdx_" + base64.RawURLEncoding.EncodeToString(b[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // hashKey is what is stored of a key: its SHA-256.
@@ -193,12 +192,11 @@ func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	}
 }
 
-// insertAPIKey stores a new key k for its user of the company and returns it with the key itself,
-// which is kept nowhere else. A user the company does not have is a fieldError; a company with
-// maxActiveKeys active keys already is errKeyLimit. Round trips: the lock and the INSERT (with
-// BEGIN); when it inserted nothing, the user's look-up.
+// insertAPIKey stores a new key k of the company and returns it with the key itself, kept nowhere
+// else; a fieldError for a user the company does not have, errKeyLimit past maxActiveKeys. Round
+// trips: the lock and the INSERT (with BEGIN); when it inserted nothing, the user's look-up.
 func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKey, string, error) {
-	key := newAPIKey()
+	key := randomToken("rdx_")
 	hash := hashKey(key)
 	k.Prefix = key[:keyPrefixLen]
 	// The company's new keys take turns, so that two at once cannot both pass the limit. A lock of the
@@ -255,9 +253,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	})
 }
 
-// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: a new key with the same name, scopes, user and
-// expiry (201, like a create), while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends
-// now).
+// handleKeyRoll answers POST /v1/apiKeys/{id}/roll: 201, a new key with the same name, scopes, user
+// and expiry, while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -282,10 +279,9 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 	})
 }
 
-// rollKey makes, in tx, a new key with the name, scopes, user and expiry of the company's active key
-// id, which the tenant's key must cover (keyRulesError), and has the old key end expiresIn seconds
-// from now, or sooner if it was to anyway. It returns the new key's object, the key itself, and the old key's hash.
-// Round trips: the UPDATE of the old key (with BEGIN), the INSERT of the new one.
+// rollKey makes, in tx, a new key like the company's active key id, which the tenant's key must cover
+// (keyRulesError), and ends the old one within expiresIn seconds. It returns the new key's object, the
+// key, and the old key's hash. Round trips: the UPDATE of the old key (with BEGIN), the INSERT.
 func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey, string, []byte, error) {
 	// o is the old key as it was: the new one keeps its expiry (keyRulesError).
 	const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
@@ -304,7 +300,7 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 	if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
 		return old, "", nil, err
 	}
-	k, key, err := insertAPIKey(ctx, tx, t.companyID, apiKey{Name: old.Name, Scopes: old.Scopes, UserID: old.UserID, ExpiresAt: old.ExpiresAt})
+	k, key, err := insertAPIKey(ctx, tx, t.companyID, old) // old holds only what the new key keeps
 	return k, key, hash, err
 }
 
@@ -379,7 +375,8 @@ func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, 
 			fs.Usage()
 			return fmt.Errorf("-company must be a positive id: %w", errUsage)
 		}
-		keys, err := st.listAPIKeys(ctx, *company)
+		var keys []apiKey
+		err := st.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, *company))
 		for _, k := range keys {
 			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
 		}
@@ -403,50 +400,39 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 	})
 }
 
-// createAPIKey makes a new key for a user of the company (userID 0: the company's first user) with
-// scopes, expiring after lifetime (0: never), for the CLI. It returns errNotFound when there is no
-// such company or user.
+// createAPIKey makes a key for the CLI, of a user of the company (0: its first user), expiring after
+// lifetime (0: never); errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
-	const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
-	err := s.db.QueryRowContext(ctx, q, companyID, userID).Scan(&userID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", errNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("find user: %w", err)
-	}
-	k := apiKey{Name: "", Scopes: scopes, UserID: userID}
+	k := apiKey{Scopes: scopes}
 	if lifetime > 0 {
 		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
 	var key string
-	err = s.write(ctx, func(tx *tx) error {
+	err := s.write(ctx, func(tx *tx) error {
+		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
+		if err := tx.queryRow(ctx, q, []any{companyID, userID}, &k.UserID); err != nil {
+			return fmt.Errorf("find user: %w", err)
+		}
 		var err error
 		_, key, err = insertAPIKey(ctx, tx, companyID, k)
 		return err
 	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", errNotFound
+	}
 	return key, err
 }
 
-// listAPIKeys returns the company's active keys, for the CLI.
-func (s *store) listAPIKeys(ctx context.Context, companyID int64) ([]apiKey, error) {
-	keys := make([]apiKey, 0)
-	return keys, s.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, companyID))
-}
-
-// revokeAPIKey revokes the active key that is prefixOrKey, or whose display prefix it is. It
-// returns errNotFound when there is none, and revokes nothing when a prefix names more than one
-// key (prefixes are random, not unique; the whole key then names it).
+// revokeAPIKey revokes the active key that is prefixOrKey or has it as display prefix; errNotFound
+// when there is none. A prefix of several keys (random, not unique) revokes none: give the whole key.
 func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
-	const revoke = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now()) WHERE revoked_at IS NULL AND `
-	q, arg := revoke+`prefix = $1`, any(prefixOrKey)
-	if len(prefixOrKey) > keyPrefixLen {
-		hash := hashKey(prefixOrKey)
-		q, arg = revoke+`hash = $1`, hash[:]
-	}
+	// A whole key is longer than a prefix: it matches only by its hash, and a prefix only as itself.
+	const q = `WITH r AS (UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE revoked_at IS NULL AND (prefix = $1 OR hash = $2) RETURNING 1) SELECT count(*) FROM r`
+	hash := hashKey(prefixOrKey)
 	return s.write(ctx, func(tx *tx) error {
 		var n int
-		if err := tx.queryRow(ctx, `WITH r AS (`+q+` RETURNING 1) SELECT count(*) FROM r`, []any{arg}, &n); err != nil {
+		if err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); err != nil {
 			return fmt.Errorf("revoke key: %w", err)
 		}
 		switch {
@@ -461,26 +447,18 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 
 // activeKeyHashes returns the hashes of the keys neither revoked nor expired made since since.
 func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT hash FROM api_keys WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
-		AND created_at >= $1`, since)
-	if err != nil {
+	const q = `SELECT coalesce(array_agg(hash), '{}') FROM api_keys
+		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AND created_at >= $1`
+	var out [][]byte
+	if err := s.withConn(ctx, func(c *pgx.Conn) error { return c.QueryRow(ctx, q, since).Scan(&out) }); err != nil {
 		return nil, fmt.Errorf("active key hashes: %w", err)
 	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var h []byte
-		if err := rows.Scan(&h); err != nil {
-			return nil, err
-		}
-		out = append(out, h)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// lookupAPIKey returns the tenant of the active, unexpired key with this hash, or errNotFound. It
-// also keeps the key's lastUsedAt, to the minute: a lookup happens at most once a keyCacheTTL per
-// key and server, and writes only when the minute has moved on.
+// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound. It keeps the key's
+// lastUsedAt to the minute: at most one lookup a keyCacheTTL per key and server, writing only when
+// the minute has moved on.
 func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
 	const q = `WITH k AS (
 			SELECT company_id, id, user_id, scopes, expires_at, last_used_at FROM api_keys
@@ -491,16 +469,14 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 				AND k.last_used_at IS DISTINCT FROM date_trunc('minute', now()))
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
-	var scopes string
 	var expires pgtype.Timestamptz
-	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, &scopes, &expires)
+	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return t, errNotFound
 	}
 	if err != nil {
 		return t, fmt.Errorf("look up key: %w", err)
 	}
-	t.scopes = strings.Split(scopes, ",")
 	t.expiresAt = expires.Time
 	return t, nil
 }

@@ -478,7 +478,7 @@ func TestAuthenticatorForgetsRevokedAndExpiredKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(keyCacheTTL + time.Second)
-	if known(newAPIKey()) { // a key it does not know: a refresh, which makes known anew
+	if known(randomToken("rdx_")) { // a key it does not know: a refresh, which makes known anew
 		t.Fatal("a made-up key is known")
 	}
 	has := func(key string) bool { h := hashKey(key); return a.isKnown(binary.BigEndian.Uint64(h[:8])) }

@@ -62,10 +62,9 @@ var keyTypes = [...]struct{ sql, nullSQL, nullArg string }{
 	keyNumeric: {"numeric", "0", "0"},
 }
 
-// keys returns the ORDER BY expressions of f before the id tie-breaker. A nullable key is two
-// expressions, (is it null?, its value with NULL replaced), so that NULLs come last in both
-// directions and the next page is one row comparison that an index serves. schema/0003_lists.sql
-// indexes exactly these expressions.
+// keys returns the ORDER BY expressions of f before the id tie-breaker. A nullable key is two, (is it
+// null?, its value with NULL replaced), so that NULLs come last both ways and the next page is one row
+// comparison an index serves: schema/0003_lists.sql indexes exactly these expressions.
 func (f *sortField) keys(desc bool) []string {
 	if f.isID() {
 		return nil
@@ -329,11 +328,10 @@ func (a *cursorPos) arg(kind keyKind) string {
 	return a.key
 }
 
-// A cursor is base64url(its numbers as uvarints, a text, and the first 16 bytes of an HMAC-SHA256),
-// for lists and the events feed alike. The HMAC, with the server key of schema/0003_lists.sql,
-// covers the cursor and what it is valid for, its scope: the list or feed, the company, the sort and
-// the filters. A cursor is therefore opaque but not secret: a list's carries one object's id and
-// sort key.
+// A cursor, of a list or the events feed, is base64url(its numbers as uvarints, a text, and the first
+// 16 bytes of an HMAC-SHA256 with the server key of schema/0003_lists.sql over it and its scope: the
+// list or feed, the company, the sort and the filters). It is opaque but not secret: a list's carries
+// one object's id and sort key.
 const cursorMACSize = 16
 
 func cursorMAC(key []byte, scope string, payload []byte) []byte {

@@ -259,10 +259,9 @@ func parseCIDRs(name, s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// serve migrates the database (waiting for it to come up), listens on addr, and serves until ctx is
-// done, then shuts down gracefully: no new connections, requests in flight finish within shutdown.
-// Meanwhile it deletes what is past its retention and sends webhooks. ready, when not nil, is called
-// with the listening address.
+// serve migrates the database (waiting for it to come up), listens on addr, deletes what is past its
+// retention and sends webhooks until ctx is done, then lets requests in flight finish within shutdown.
+// ready, when not nil, is called with the listening address.
 func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, lim limits, log *slog.Logger, ready func(addr string)) error {
 	if err := waitAndMigrate(ctx, st, log); err != nil {
 		return err
@@ -423,9 +422,8 @@ func handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz answers 200 when the database answers and its schema is the one this binary
-// expects or a newer one (a rolling upgrade: the first new server migrates, and the old ones, whose
-// statements the new schema still serves, stay in the load balancer), else 503.
+// handleReadyz answers 200 when the database answers with the schema this binary expects or a newer
+// one (in a rolling upgrade the old servers, whose statements it still serves, stay in), else 503.
 func handleReadyz(st *store, log *slog.Logger) http.Handler {
 	want := latestSchemaVersion()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

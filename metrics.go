@@ -17,11 +17,9 @@ import (
 	"time"
 )
 
-// Prometheus metrics: GET /metrics in the text exposition format 0.0.4, written by hand, on a
-// listener of its own (-metrics-addr), never on the API port. A request updates atomics only: its
-// route's counters are found through a map that is replaced, never changed, when a route is first
-// seen, so the hot path takes no lock. Gauges (the pool, the webhook backlog, the limited
-// addresses) are read when Prometheus scrapes.
+// Prometheus metrics: GET /metrics in the text format 0.0.4, written by hand, on a listener of its own
+// (-metrics-addr). A request updates atomics only, finding its route's counters in a map that is
+// replaced, never changed, so the hot path takes no lock. Gauges are read when Prometheus scrapes.
 
 // durationBuckets are the upper bounds, in seconds, of the request duration histogram.
 var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
@@ -265,6 +263,9 @@ func routeLabel(pattern string) string {
 // expo writes the text exposition format 0.0.4.
 type expo struct{ b []byte }
 
+// labelEscaper escapes a label value as the format asks: backslash, double quote and line feed.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
 // family starts a metric family with its HELP and TYPE lines.
 func (e *expo) family(name, typ, help string) {
 	help = strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help)
@@ -275,7 +276,7 @@ func (e *expo) family(name, typ, help string) {
 func (e *expo) sample(name string, v float64, labels ...string) {
 	e.b = append(e.b, name...)
 	for i := 0; i < len(labels); i += 2 {
-		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], escapeLabel(labels[i+1]))
+		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], labelEscaper.Replace(labels[i+1]))
 	}
 	if len(labels) > 0 {
 		e.b = append(e.b, '}')
@@ -291,9 +292,4 @@ func (e *expo) gauge(name, help string, v float64) {
 func (e *expo) counter(name, help string, v int64) {
 	e.family(name, "counter", help)
 	e.sample(name, float64(v))
-}
-
-// escapeLabel escapes a label value as the format asks: backslash, double quote and line feed.
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
 }

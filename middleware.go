@@ -17,9 +17,8 @@ import (
 
 // The middleware every request passes, composed and listed in order in newHandler (main.go).
 
-// reqInfo is what the middleware learns about a request as it passes through: its id, its route
-// pattern, and the tenant its API key resolved to. One pointer to it travels in the context, so inner
-// layers fill it in for the access log of the outermost.
+// reqInfo is what the middleware learns of a request: its id, route pattern and tenant. One pointer to
+// it travels in the context, so inner layers fill it in for the access log of the outermost.
 type reqInfo struct {
 	id      string
 	pattern string
@@ -51,8 +50,7 @@ func newRequestIDs() *requestIDs {
 
 func (g *requestIDs) next() string { return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36) }
 
-// saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 characters of
-// letters, digits and -_.:
+// saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 of [A-Za-z0-9-_.:].
 func saneRequestID(s string) bool {
 	const sane = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:"
 	return len(s) > 0 && len(s) <= 128 && strings.Trim(s, sane) == ""
@@ -82,11 +80,9 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // withRequestLog is the outermost middleware: it gives the request its id (X-Request-Id, the client's
-// when sane), marks every answer nosniff and no-store (API answers are not for caches) and as varying
-// with Accept-Encoding (writeJSON compresses), bounds the request's database work to timeout (0: no
-// bound; every query runs under the request's context, so a database that does not answer in time
-// makes a 503, not a held request), turns a panic into a logged 500 problem, and logs one line per
-// request with method, route pattern, status, duration and company id (never the API key).
+// when sane), marks every answer nosniff, no-store and varying with Accept-Encoding, bounds the
+// request's database work to timeout (0: none; a database too slow makes a 503, not a held request),
+// turns a panic into a logged 500, and logs a line per request (never the API key).
 func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -128,8 +124,7 @@ func withRequestLog(log *slog.Logger, ids *requestIDs, timeout time.Duration, ne
 }
 
 // withPattern records the route pattern the mux chose, for the access log. A path the mux would
-// redirect to its cleaned form (//v1/contacts, /./v1/contacts) is no route: 404, not the mux's
-// redirect with an HTML body.
+// redirect to its cleaned form (//v1/contacts) is no route: 404, not a redirect with an HTML body.
 func withPattern(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isCleanPath(r.URL.EscapedPath()) {

@@ -131,10 +131,9 @@ func writeTooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, de
 // it the least recently failed address is forgotten.
 const maxTrackedAddrs = 50_000
 
-// failureLimiter allows at most max failed authentications per client address in a window that
-// opens at the address's first failure; after max of them the address is refused until the window
-// ends. (Across the end of a window an address may fail up to 2×max times in a short while, as with
-// any fixed-size counter: in exchange an address costs a few bytes, not max timestamps.)
+// failureLimiter allows max failed authentications per client address in a window opened by its first
+// failure, then refuses it until the window ends. (Across a window's end an address may fail 2×max
+// times in a short while, as with any fixed-size counter: it costs a few bytes, not max timestamps.)
 type failureLimiter struct {
 	max, size int
 	window    time.Duration
@@ -205,10 +204,9 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	}
 }
 
-// clientAddr is the address a request came from: the TCP peer or, while that is one of the trusted
-// proxies, the X-Forwarded-For address it names, walking from the right (all header lines as one
-// list; an entry that is not an address ends the walk). An IPv6 address is widened to its /64, the
-// block one client usually holds.
+// clientAddr is the address a request came from: the TCP peer or, while that is a trusted proxy, the
+// X-Forwarded-For address it names, walking from the right (all header lines as one list; a
+// non-address ends the walk). An IPv6 address is widened to its /64, the block one client holds.
 func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {

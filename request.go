@@ -225,12 +225,11 @@ func hasMember(members []member, field string) bool {
 	return slices.ContainsFunc(members, func(m member) bool { return m.name == field })
 }
 
-// The rules of the fields. Each returns the apply function of a bodyField over the Go value it sets.
-// A nullable field is one of pgx's pgtype.Text, Int8 and Timestamptz, which pgx scans without
-// reflection: against pointers (*string, ...), which it scans through reflect, `make bench
-// BASELINE=<pointers> ROUNDS=3` measured list100 1.17x, retrieve+5 1.30x, retrieve 1.01x (20,000
-// contacts, wrk -c32, paired rounds); sql.NullString and its kin go through database/sql's Scanner,
-// slower still.
+// The rules of the fields: each returns the apply function of a bodyField over the Go value it sets.
+// A nullable field is a pgtype.Text, Int8 or Timestamptz, which pgx scans without reflection: against
+// pointers, scanned through reflect, `make bench BASELINE=<pointers> ROUNDS=3` measured list100 1.17x,
+// retrieve+5 1.30x, retrieve 1.01x (20,000 contacts, wrk -c32, paired rounds); sql.NullString and its
+// kin, through database/sql's Scanner, are slower still.
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 

@@ -97,12 +97,11 @@ type rows interface { // of a read, from pgx
 // reader runs reads: store.read on the pool, or tx.read inside a write's transaction.
 type reader func(ctx context.Context, reads ...read) error
 
-// read runs reads, the SELECTs of one answer, in one round trip, on pgx's own connection under the
-// pool (withConn): pgx scans each column straight into its destination, where database/sql's Rows
-// box every value and convert it again, and several SELECTs go out together as one pgx.Batch. This
-// and a write's transaction (tx) are where the server uses pgx's own API. It pays: `make bench`
-// against the same tree reading through database/sql (20,000 contacts, wrk -c32, 3 paired rounds)
-// measured list100 1.41x, retrieve+5 1.41x, list100+5 1.26x, retrieve 1.04x.
+// read runs reads, the SELECTs of one answer, in one round trip on pgx's own connection (withConn):
+// pgx scans each column straight into its destination, where database/sql boxes and converts every
+// value, and several SELECTs go out as one pgx.Batch. It pays: `make bench` against the same tree
+// reading through database/sql (20,000 contacts, wrk -c32, 3 paired rounds) measured list100 1.41x,
+// retrieve+5 1.41x, list100+5 1.26x, retrieve 1.04x.
 func (s *store) read(ctx context.Context, reads ...read) error {
 	return s.withConn(ctx, func(c *pgx.Conn) error { return sendReads(ctx, c, reads) })
 }
@@ -146,15 +145,13 @@ func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
 	return t.read(ctx, reads...)
 }
 
-// tx is the transaction of a write (store.write), on pgx's own connection under the pool as in
-// store.read. A statement whose result the write does not wait for (BEGIN, a DELETE, an event, an
-// Idempotency-Key's answer, COMMIT) is queued, and goes out in one round trip with the next one it
-// does wait for: a create is three round trips (BEGIN and the reference check, the INSERT, the event
-// and COMMIT) where one statement each took five. Only statements whose failure aborts the
-// transaction are queued, and a statement whose result Go reads is the last of its round trip: so
-// nothing the server runs depends on a result that Go has not checked. The exceptions, queueRow and
-// queueRead, are reads that nothing sent with them depends on: the look-up of an Idempotency-Key
-// (lookUpKey says why it is safe) and a write's custom fields (queueCustomFields).
+// tx is the transaction of a write (store.write), on pgx's own connection as in store.read. A
+// statement whose result the write does not wait for (BEGIN, a DELETE, an event, an Idempotency-Key's
+// answer, COMMIT) is queued, and goes out with the next one it does wait for: a create is three round
+// trips where one statement each took five. Only statements whose failure aborts the transaction are
+// queued, and one whose result Go reads ends its round trip, so nothing runs on a result Go has not
+// checked. The exceptions, queueRow and queueRead, are reads nothing sent with them depends on: an
+// Idempotency-Key's look-up (lookUpKey says why it is safe) and a write's custom fields.
 type tx struct {
 	c      *pgx.Conn
 	queued pgx.Batch
@@ -197,9 +194,9 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 // errCommit marks the error of the round trip that commits a write (COMMIT's, or a statement queued last).
 var errCommit = errors.New("commit")
 
-// write runs fn in a transaction (tx) and commits it, unless fn fails: then it rolls back and
-// returns fn's error. When a round trip fails unsent, nothing was committed, and fn runs again on
-// another connection (withConn): fn must keep nothing of a run but what it writes in tx.
+// write runs fn in a transaction (tx) and commits it, unless fn fails: then it rolls back and returns
+// fn's error. fn may run again on another connection when a round trip fails unsent (withConn), so it
+// must keep nothing of a run but what it writes in tx.
 //
 // The queued statements pay: `make bench BASELINE=0213f72 ROUNDS=9` against the tree before, which
 // wrote through database/sql's Tx one statement at a time (20,000 contacts, wrk -c32), measured,
@@ -253,10 +250,9 @@ const (
 	backgroundTimeout = 10 * time.Second // bounds one statement of the servers' background work
 )
 
-// backgroundContext is the context of one statement of background work (retention, webhooks): a
-// server stopping (ctx done) lets the statement finish, within backgroundTimeout, instead of
-// interrupting it. An interrupted statement makes pgx send a cancel request, which PgBouncer 1.18
-// can die of (pgbouncer#822): make test-pgbouncer saw it in 2 of 4 runs, at tests' server stops.
+// backgroundContext is the context of one statement of background work: a stopping server (ctx done)
+// lets it finish within backgroundTimeout. An interrupted one makes pgx send a cancel request, which
+// PgBouncer 1.18 can die of (pgbouncer#822): make test-pgbouncer saw it in 2 of 4 runs.
 func backgroundContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), backgroundTimeout)
 }
@@ -299,8 +295,7 @@ func refErrors(ok []bool, fields, kinds []string) error {
 }
 
 // mapWriteError turns what PostgreSQL refused of a write that passed validation (a referenced object
-// deleted meanwhile, a limit only the database knows) into fieldErrors naming the field, or
-// errOutOfRange; other errors are returned as they are.
+// deleted meanwhile, a limit only it knows) into fieldErrors naming the field, or errOutOfRange.
 func mapWriteError(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -338,9 +333,8 @@ func pgCode(err error) string {
 	return ""
 }
 
-// isDBUnavailable reports whether err means the database cannot be reached or is overloaded,
-// rather than that the query was wrong: connection failures, server shutdown, too many
-// connections, statement timeouts.
+// isDBUnavailable reports whether err means the database cannot be reached or is overloaded (not
+// that the query was wrong): connection failures, shutdown, too many connections, statement timeouts.
 func isDBUnavailable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne net.Error
@@ -396,11 +390,9 @@ func latestSchemaVersion() int {
 	return ms[len(ms)-1].version
 }
 
-// migrate applies the schema files not yet recorded in schema_migrations, each in its own
-// transaction that first takes a transaction-level advisory lock: servers starting at once wait for
-// each other, and the later ones find nothing left to do. A transaction-level lock ends with its
-// transaction, so this is safe behind PgBouncer in transaction mode too (a session lock could be
-// left on a pooled connection). It returns the versions it applied.
+// migrate applies the schema files not recorded in schema_migrations and returns their versions. Each
+// runs in a transaction under a transaction-level advisory lock: servers starting at once wait for each
+// other, and a lock that ends with its transaction is safe behind PgBouncer in transaction mode too.
 func (s *store) migrate(ctx context.Context) ([]int, error) {
 	ms, err := migrations()
 	if err != nil {

@@ -2,12 +2,11 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -31,18 +30,16 @@ import (
 // Webhooks (API.md section 12): a company's endpoints, and a worker in every server that posts each
 // event to the endpoints that take it, signed, retried, at least once.
 //
-// The statement that writes an event also writes a pending delivery of it to each enabled endpoint
-// of the company whose events match (recordEvent, events.go), so a committed change always has its
-// deliveries and a failed one has none. The worker takes due deliveries with one UPDATE that moves
-// their next_attempt_at a lease ahead, only where it is still the one read (so of servers that read
-// the same due delivery, the first takes it and the others, waiting on its row, find it moved on),
-// posts each with no transaction open, and records the attempt only if its lease is still the one
-// it took. A server killed mid-delivery leaves the lease to run out, and then any server sends the
-// delivery again: receivers de-duplicate on Rolodex-Event-Id.
+// The statement that writes an event also writes its pending deliveries (recordEvent, events.go): a
+// committed change always has them, a failed one none. The worker leases due deliveries with one
+// UPDATE that moves next_attempt_at ahead only where it is still the one read (of servers reading
+// the same delivery, the first takes it), posts each with no transaction open, and records the
+// attempt only while the lease is its own. A server killed mid-delivery leaves the lease to run
+// out, and any server sends it again: receivers de-duplicate on Rolodex-Event-Id.
 //
 // Server-side request forgery: an endpoint's host must resolve only to public addresses when it is
-// created or changed, and the worker's dialer checks the address it actually connects to (so a DNS
-// answer that changes later cannot reach inside), unless -webhook-allow-cidrs allows it.
+// set, and the worker's dialer checks the address it connects to (a DNS answer that changes later
+// cannot reach inside), unless -webhook-allow-cidrs allows it.
 
 const (
 	maxWebhookEndpoints   = 16               // per company
@@ -76,7 +73,7 @@ type webhookEndpoint struct {
 	refObject
 	ID             int64
 	URL            string
-	Events         eventFilters
+	Events         commaList // event types, families ("contact.*") or "*"; none has a comma
 	Description    pgtype.Text
 	Enabled        bool
 	DisabledReason pgtype.Text  // why the server disabled it
@@ -85,10 +82,6 @@ type webhookEndpoint struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 }
-
-// eventFilters are the event types, families ("contact.*") or "*" an endpoint takes. A row holds
-// them as array_to_string(events, ','): no filter has a comma.
-type eventFilters = commaList
 
 func (e *webhookEndpoint) key() int64 { return e.ID }
 
@@ -120,8 +113,7 @@ var webhooks = &resource{path: "/v1/webhooks", table: "webhook_endpoints", lists
 		created_at, updated_at FROM webhook_endpoints WHERE company_id = $1`}
 
 // webhookURL sets an endpoint URL: absolute http(s), at most maxWebhookURLLen characters, without
-// credentials, with a port (if any) from 1 to 65535. Where its host leads is checkWebhookHost's
-// question.
+// credentials, with a port (if any) from 1 to 65535. Where its host leads, checkWebhookHost checks.
 func webhookURL(p *string) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		if isNull(raw) {
@@ -149,7 +141,7 @@ func webhookURL(p *string) func(json.RawMessage) string {
 }
 
 // eventFilterList sets an endpoint's events: 1 to 32 event types, families or "*".
-func eventFilterList(p *eventFilters) func(json.RawMessage) string {
+func eventFilterList(p *commaList) func(json.RawMessage) string {
 	return func(raw json.RawMessage) string {
 		var fs []string
 		if json.Unmarshal(raw, &fs) != nil || len(fs) == 0 || len(fs) > 32 {
@@ -204,8 +196,7 @@ var ipv4Inside = []struct {
 	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
 }
 
-// embeddedIPv4 returns the IPv4 address that ip, without its zone, embeds or translates to, or
-// else ip without its zone.
+// embeddedIPv4 returns the IPv4 address ip embeds or translates to, else ip; either without a zone.
 func embeddedIPv4(ip netip.Addr) netip.Addr {
 	ip = ip.WithZone("") // a prefix contains no zoned address
 	for _, in := range ipv4Inside {
@@ -217,9 +208,8 @@ func embeddedIPv4(ip netip.Addr) netip.Addr {
 	return ip
 }
 
-// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow. An
-// address that embeds or translates to an IPv4 address is judged by that address. It is the one
-// rule of both checkWebhookHost and the webhook client's dialer.
+// allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow, judged
+// by the IPv4 address it embeds if any. checkWebhookHost and the webhook client's dialer both ask it.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
 	inner := embeddedIPv4(ip)
 	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
@@ -232,22 +222,14 @@ func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
 }
 
 // checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
-// does not resolve (net.DefaultResolver) or resolves to an address allowedAddr does not admit;
-// else nil. The error is the same in both cases and names no address, so that it maps no one's
-// internal DNS.
+// does not resolve or resolves to an address allowedAddr does not admit; else nil. Both errors are
+// the same and name no address, so that they map no one's internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return []fieldError{{Field: "url", Message: "must be an absolute http(s) URL"}}
-	}
+	u, _ := url.Parse(rawURL) // webhookURL parsed it
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
-	ok := err == nil && len(ips) > 0
-	for _, ip := range ips {
-		ok = ok && allowedAddr(ip, allow)
-	}
-	if ok {
+	if err == nil && len(ips) > 0 && !slices.ContainsFunc(ips, func(ip netip.Addr) bool { return !allowedAddr(ip, allow) }) {
 		return nil
 	}
 	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
@@ -281,9 +263,9 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 	}
 }
 
-// handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret (shown only
-// here) and its Location. The URL's host is resolved before the write begins. The key must read the
-// events it subscribes to, and the endpoint is sent only those of the families the key reads.
+// handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
+// The URL's host is resolved before the write. The key must read the events the endpoint takes, and
+// it is sent only those of the families the key reads.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -308,10 +290,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 	})
 }
 
-// handleWebhookUpdate answers PATCH /v1/webhooks/{id}, a merge patch of url, events, description
-// and enabled (updateWebhook). An endpoint the company does not have is 404 before the body is
-// checked. A new URL's host is resolved before the write begins. As at creation, the key must read
-// the events it subscribes to.
+// handleWebhookUpdate answers PATCH /v1/webhooks/{id} (updateWebhook). A missing endpoint is 404
+// before the body is checked; a new URL's host and, as at creation, the events are checked before the write.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -342,9 +322,8 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 	})
 }
 
-// answeredMissingWebhook answers a PATCH of an endpoint the company does not have, before any
-// check of the body's members (a 404, or the answer kept for its Idempotency-Key), and reports
-// whether it did.
+// answeredMissingWebhook answers a PATCH of an endpoint the company does not have (a 404, or the
+// answer kept for its Idempotency-Key) before any check of the body, and reports whether it did.
 func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
 	var found []webhookEndpoint
 	err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, tenantOf(r).companyID, wr.id))
@@ -359,16 +338,8 @@ func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, l
 	return true
 }
 
-// newWebhookSecret returns a new signing secret: "whsec_" and 192 random bits.
-func newWebhookSecret() string {
-	var b [24]byte
-	rand.Read(b[:])
-	return "whsec_" + base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// createWebhook stores a new endpoint v of the company in tx, with a new secret. It returns
-// errWebhookLimit when the company has maxWebhookEndpoints already. Round trips: the company's lock
-// and the INSERT (with BEGIN).
+// createWebhook stores v, a new endpoint of the company, in tx with a new secret; errWebhookLimit past
+// maxWebhookEndpoints. Round trips: the company's lock and the INSERT (with BEGIN).
 func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
@@ -376,7 +347,7 @@ func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoi
 	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
 		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
-	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
+	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
 	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
 		&v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -411,9 +382,8 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	return v, nil
 }
 
-// secretAnswer is the 201 of an endpoint v with its new secret (create, rotateSecret). An
-// Idempotency-Key keeps it with "secret": null: a replay never shows the secret, and a lost one is
-// rotated.
+// secretAnswer is the 201 of v with its new secret. An Idempotency-Key keeps it with "secret": null:
+// a replay never shows the secret, and a lost one is rotated.
 func secretAnswer(v webhookEndpoint) answer {
 	a := answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
 	v.Secret = &pgtype.Text{}
@@ -421,9 +391,8 @@ func secretAnswer(v webhookEndpoint) answer {
 	return a
 }
 
-// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with
-// a new secret, shown only here. The secret it replaces signs deliveries too for secretOverlap, so
-// that receivers switch without refusing any.
+// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
+// new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -438,15 +407,14 @@ func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 	})
 }
 
-// rotateWebhookSecret gives the endpoint id of the company a new secret, keeping the one it replaces
-// and when, and returns the endpoint with the new secret; errNotFound when there is no such endpoint.
-// Round trips: the lock (lockObject, with BEGIN), the UPDATE.
+// rotateWebhookSecret gives the company's endpoint id a new secret, keeping the old one and when, and
+// returns it with the new secret. Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
 	v, _, _, err := lockObject[webhookEndpoint](ctx, tx, webhooks, companyID, id, patch{})
 	if err != nil {
 		return v, err
 	}
-	v.Secret = &pgtype.Text{String: newWebhookSecret(), Valid: true}
+	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
@@ -487,8 +455,10 @@ func (d *delivery) appendJSON(b []byte) []byte {
 
 // deliveries are listed by GET /v1/webhooks/{id}/deliveries: the endpoint's, newest first (handleList).
 var deliveries = &resource{path: "/v1/webhooks/deliveries", lists: &listSpec{newestFirst: true}, parent: webhooks, parentCol: "endpoint_id",
-	selectSQL: `SELECT id, event_id, event_type, status, attempts, last_status_code, last_error,
-		next_attempt_at, delivered_at, created_at FROM webhook_deliveries WHERE company_id = $1`}
+	selectSQL: `SELECT ` + deliveryColumns + ` FROM webhook_deliveries WHERE company_id = $1`}
+
+const deliveryColumns = `id, event_id, event_type, status, attempts, last_status_code, last_error, next_attempt_at,
+	delivered_at, created_at`
 
 // handleWebhookRetry answers POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry (body {}): 202,
 // the delivery, pending and due now, whatever its status was.
@@ -515,9 +485,7 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 // tx, whatever its status was. Round trips: the UPDATE (with BEGIN).
 func retryDelivery(ctx context.Context, tx *tx, t tenant, id, deliveryID int64) (delivery, error) {
 	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
-		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3
-		RETURNING id, event_id, event_type, status, attempts, last_status_code, last_error,
-			next_attempt_at, delivered_at, created_at`
+		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING ` + deliveryColumns
 	var d delivery
 	err := tx.queryRow(ctx, q, []any{t.companyID, id, deliveryID}, d.scanDest()...)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -536,6 +504,11 @@ type claimed struct {
 	rotatedAt                 pgtype.Timestamptz // when: previous signs too for secretOverlap
 	enabled                   bool
 	event                     event
+}
+
+func (c *claimed) scanDest() []any {
+	return append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
+		&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
 }
 
 // claimDeliveries takes up to n due deliveries for this server to send, and leases them: at most
@@ -566,61 +539,42 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
-	rows, err := s.db.QueryContext(ctx, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
-		n*webhookEndpointSlots)
+	var out []claimed
+	err := s.read(ctx, rowsInto[claimed](&out, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
+		n*webhookEndpointSlots))
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
-	defer rows.Close()
-	var out []claimed
-	for rows.Next() {
-		var c claimed
-		dest := append([]any{&c.companyID, &c.id, &c.endpointID, &c.attempts, &c.lease, &c.url, &c.secret,
-			&c.previous, &c.rotatedAt, &c.enabled}, c.event.scanDest()...)
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("claim deliveries: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
-// recordAttempt writes how an attempt at c went (status 0: no answer; none was made when c's
-// endpoint is disabled): delivered on a 2xx; else due again after the backoff for its attempts, or
-// failed when that is past webhookGiveUp from its creation or the endpoint is disabled. An endpoint
-// none of whose deliveries succeeded within webhookGiveUp is disabled when one of them fails so. It
-// does nothing when c's lease is no longer this server's. It reports whether it disabled the endpoint.
+// recordAttempt writes how an attempt at c went (status 0: no answer, or none for a disabled
+// endpoint): delivered on a 2xx; else due again after its backoff, or failed when that is past
+// webhookGiveUp from its creation or the endpoint is disabled. A failure disables an endpoint with
+// no success within webhookGiveUp; recordAttempt reports whether it did. A lost lease writes nothing.
 func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errText string, backoff time.Duration) (bool, error) {
 	// The times are worked out once, in t: on Citus a CASE may not call now(), and now() + interval
 	// may not take a column.
 	const q = `WITH d AS (
-			UPDATE webhook_deliveries SET attempts = attempts + $4::int, last_status_code = $5, last_error = $6,
-				status = CASE WHEN $5 BETWEEN 200 AND 299 THEN 'delivered'
-					WHEN NOT $7 OR created_at < t.give_up THEN 'failed' ELSE 'pending' END,
-				delivered_at = CASE WHEN $5 BETWEEN 200 AND 299 THEN t.now ELSE delivered_at END,
+			UPDATE webhook_deliveries SET attempts = attempts + $6::boolean::int, last_status_code = $4, last_error = $5,
+				status = CASE WHEN $4 BETWEEN 200 AND 299 THEN 'delivered'
+					WHEN NOT $6 OR created_at < t.give_up THEN 'failed' ELSE 'pending' END,
+				delivered_at = CASE WHEN $4 BETWEEN 200 AND 299 THEN t.now ELSE delivered_at END,
 				next_attempt_at = t.next
-			FROM (SELECT date_trunc('milliseconds', now()) AS now, now() + $8 * interval '1 millisecond' AS next,
-				now() + ($8::bigint - $9::bigint) * interval '1 millisecond' AS give_up,
-				now() - $9 * interval '1 millisecond' AS delivered_since) AS t
+			FROM (SELECT date_trunc('milliseconds', now()) AS now, now() + $7 * interval '1 millisecond' AS next,
+				now() + ($7::bigint - $8::bigint) * interval '1 millisecond' AS give_up,
+				now() - $8 * interval '1 millisecond' AS delivered_since) AS t
 			WHERE company_id = $1 AND id = $2 AND next_attempt_at = $3
 			RETURNING company_id, endpoint_id, status, t.delivered_since)
-		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $10,
+		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $9,
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(w.updated_at))
 		FROM d WHERE d.status = 'failed' AND w.company_id = d.company_id AND w.id = d.endpoint_id AND w.enabled
 			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = w.company_id
 				AND x.endpoint_id = w.id AND x.delivered_at > d.delivered_since)`
-	tries := 1
-	if !c.enabled {
-		tries = 0
-	}
-	what := errText
-	if what == "" {
-		what = "HTTP status " + strconv.Itoa(status)
-	}
-	reason := "No delivery succeeded for 3 days; the last attempt: " + what + "."
+	reason := "No delivery succeeded for 3 days; the last attempt: " + cmp.Or(errText, "HTTP status "+strconv.Itoa(status)) + "."
 	ctx, cancel := backgroundContext(ctx) // a sent delivery is recorded also when the server is stopping
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, tries, pgtype.Int8{Int64: int64(status), Valid: status != 0},
+	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, pgtype.Int8{Int64: int64(status), Valid: status != 0},
 		pgtype.Text{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
 		webhookGiveUp.Milliseconds(), reason)
 	if err != nil {
@@ -651,7 +605,6 @@ type webhookWorker struct {
 
 	mu      sync.Mutex
 	sending map[int64]int64 // deliveries being sent, by endpoint
-	total   int
 }
 
 // runWebhooks runs a worker until ctx is done (at once when set.slots is 0): it takes due
@@ -680,10 +633,10 @@ func runWebhooks(ctx context.Context, st *store, set webhookSettings, log *slog.
 // claim takes as many due deliveries as there are free slots, and starts sending each.
 func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 	wk.mu.Lock()
-	room := wk.set.slots - wk.total
+	room := wk.set.slots
 	var endpoints, sending []int64
 	for id, n := range wk.sending {
-		endpoints, sending = append(endpoints, id), append(sending, n)
+		endpoints, sending, room = append(endpoints, id), append(sending, n), room-int(n)
 	}
 	wk.mu.Unlock()
 	if room == 0 {
@@ -696,7 +649,6 @@ func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 	wk.mu.Lock()
 	for _, c := range cs {
 		wk.sending[c.endpointID]++
-		wk.total++
 	}
 	wk.mu.Unlock()
 	for _, c := range cs {
@@ -706,7 +658,6 @@ func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 			if wk.sending[c.endpointID]--; wk.sending[c.endpointID] == 0 {
 				delete(wk.sending, c.endpointID)
 			}
-			wk.total--
 			wk.mu.Unlock()
 			select {
 			case wk.freed <- struct{}{}:
@@ -738,9 +689,8 @@ func (wk *webhookWorker) send(ctx context.Context, c claimed) {
 	}
 }
 
-// post sends c's event, signed (also with the previous secret, within secretOverlap of a rotation),
-// and returns the answer's status (0: none) and, unless it is a 2xx, what went wrong ("" when the
-// status says it all). It reads at most maxWebhookAnswer bytes of the answer.
+// post sends c's event, signed (also with the previous secret within secretOverlap of a rotation),
+// and returns the answer's status (0: none) and what went wrong, if the status does not say it.
 func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	body := append(c.event.appendJSON(nil), '\n') // what GET /v1/events/{id} answers
 	t := strconv.FormatInt(time.Now().Unix(), 10)
