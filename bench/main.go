@@ -6,11 +6,14 @@
 // BENCH_METRICS=1, with neither: this tree's server with -metrics-addr against the same binary without.
 // events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL. Last,
 // BENCH_IMPORT contacts are imported into new companies by batches of 100 and by single creates
-// (importBench).
+// (importBench). With BENCH_CUSTOM=1 (no BASELINE), the first company's contacts carry custom
+// field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
+// the same server instead.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -41,9 +44,12 @@ import (
 
 // scenario is one wrk load. bench/wrk.lua puts a random contact id of the company in place of {id}
 // and a random number in place of {rand}; a keyed scenario sends a new Idempotency-Key each request.
+// conns is wrk's connections (0: 32); builtin is what a custom scenario is measured against.
 type scenario struct {
 	name, method, path, body string
 	keyed                    bool
+	conns                    int
+	builtin                  *scenario
 }
 
 const expand5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
@@ -51,16 +57,41 @@ const expand5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=
 const createBody = `{"name":"Load","surname":"Test {rand}","email":"load{rand}@example.com","countryId":724}`
 
 var scenarios = []scenario{
-	{"retrieve", "GET", "/v1/contacts/{id}", "", false},
-	{"retrieve+5", "GET", "/v1/contacts/{id}?" + expand5, "", false},
-	{"list100", "GET", "/v1/contacts?limit=100", "", false},
-	{"list100+5", "GET", "/v1/contacts?limit=100&" + expand5, "", false},
-	{"count", "GET", "/v1/contacts/count", "", false},
-	{"create", "POST", "/v1/contacts", createBody, false},
-	{"create+key", "POST", "/v1/contacts", createBody, true},
-	{"patch", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, false},
-	{"patch+key", "PATCH", "/v1/contacts/{id}", `{"jobTitle":"Analyst {rand}"}`, true},
-	{"events100", "GET", "/v1/events?limit=100", "", false},
+	{name: "retrieve", method: "GET", path: "/v1/contacts/{id}"},
+	{name: "retrieve+5", method: "GET", path: "/v1/contacts/{id}?" + expand5},
+	{name: "list100", method: "GET", path: "/v1/contacts?limit=100"},
+	{name: "list100+5", method: "GET", path: "/v1/contacts?limit=100&" + expand5},
+	{name: "count", method: "GET", path: "/v1/contacts/count"},
+	{name: "create", method: "POST", path: "/v1/contacts", body: createBody},
+	{name: "create+key", method: "POST", path: "/v1/contacts", body: createBody, keyed: true},
+	{name: "patch", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody},
+	{name: "patch+key", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody, keyed: true},
+	{name: "events100", method: "GET", path: "/v1/events?limit=100"},
+}
+
+const patchBody = `{"jobTitle":"Analyst {rand}"}`
+
+// customScenarios are BENCH_CUSTOM=1's (API.md section 14, issue 31): each custom list, count or
+// write against its built-in equivalent, in a company whose contacts all hold a tier (select: gold,
+// silver or bronze, a third each, gold exactly those of the first contact stage) and an arr (number:
+// id*7919 mod 1,000,000, a permutation of 0..999,999 at a million contacts), with 50 more fields
+// defined and unset (loadSQL). run puts the first contact stage's id in place of {stage}. The range
+// page is measured against the plain page: a built-in range, createdAt[gte] of the newer half, walks
+// the half it skips, as creation follows the id (2.4 s a page at a million contacts). Counts run at
+// 2 connections, as at 32 a count of a third of a million contacts outlives wrk's timeout.
+var customScenarios = []scenario{
+	{name: "tier page", method: "GET", path: "/v1/contacts?limit=100&custom.tier=gold",
+		builtin: &scenario{name: "stageId page", method: "GET", path: "/v1/contacts?limit=100&stageId={stage}"}},
+	{name: "tier count", method: "GET", path: "/v1/contacts/count?custom.tier=gold", conns: 2,
+		builtin: &scenario{name: "stageId count", method: "GET", path: "/v1/contacts/count?stageId={stage}", conns: 2}},
+	{name: "arr sort page", method: "GET", path: "/v1/contacts?limit=100&sort=custom.arr",
+		builtin: &scenario{name: "name sort page", method: "GET", path: "/v1/contacts?limit=100&sort=name"}},
+	{name: "arr range page", method: "GET", path: "/v1/contacts?limit=100&custom.arr[gte]=500000",
+		builtin: &scenario{name: "list page", method: "GET", path: "/v1/contacts?limit=100"}},
+	{name: "create+custom", method: "POST", path: "/v1/contacts", body: createBody[:len(createBody)-1] + `,"custom":{"tier":"gold","arr":{rand}}}`,
+		builtin: &scenario{name: "create", method: "POST", path: "/v1/contacts", body: createBody}},
+	{name: "patch+custom", method: "PATCH", path: "/v1/contacts/{id}", body: `{"jobTitle":"Analyst {rand}","custom":{"tier":"silver","arr":{rand}}}`,
+		builtin: &scenario{name: "patch", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody}},
 }
 
 // feedSQL is the statement of a first page of GET /v1/events (feedSQL in events.go, limit 100):
@@ -69,7 +100,7 @@ const feedSQL = `SELECT id, xid::text::bigint, type, created_at, request_id, obj
 		FROM events WHERE company_id = $1 AND xid < pg_snapshot_xmin(pg_current_snapshot()) AND (xid, id) > ($2::bigint::text::xid8, $3) ORDER BY events.xid, events.id LIMIT $4`
 
 // healthz is the HTTP stack's ceiling: the baseline when there is no baseline binary.
-var healthz = scenario{"/healthz", "GET", "/healthz", "", false}
+var healthz = scenario{name: "/healthz", method: "GET", path: "/healthz"}
 
 // config is the benchmark's knobs, from the environment (the Makefile passes them through).
 type config struct {
@@ -77,6 +108,7 @@ type config struct {
 	dir, baseline, command             string
 	scenarios                          []scenario
 	metrics                            bool // the new server with metrics against itself without
+	custom                             bool // custom scenarios against built-in ones, on the new server
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids.
@@ -88,10 +120,10 @@ type company struct {
 
 // result is what one wrk run measured.
 type result struct {
-	rps    float64
-	p99    time.Duration
-	errors int     // non-2xx answers and socket errors (timeouts included)
-	cpu    float64 // the server process's CPU time a request, in µs (Linux /proc)
+	rps      float64
+	p50, p99 time.Duration
+	errors   int     // non-2xx answers and socket errors (timeouts included)
+	cpu      float64 // the server process's CPU time a request, in µs (Linux /proc)
 }
 
 func main() {
@@ -163,9 +195,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if len(revs) == 1 {
 		bases, names[1] = append(bases, bases[0]), healthz.name
 	}
+	if cfg.custom {
+		names = []string{"custom", "built-in"}
+		stage, err := firstStage(ctx, dbURL, c)
+		if err != nil {
+			return err
+		}
+		cfg.scenarios = slices.Clone(cfg.scenarios)
+		for i, s := range cfg.scenarios {
+			b := *s.builtin
+			b.path = strings.ReplaceAll(b.path, "{stage}", stage)
+			cfg.scenarios[i].builtin = &b
+		}
+	}
 	load := func(i int, s scenario) scenario {
-		if names[i] == healthz.name {
+		switch {
+		case names[i] == healthz.name:
 			return healthz
+		case s.builtin != nil && i == 1:
+			return *s.builtin
 		}
 		return s
 	}
@@ -210,7 +258,7 @@ next:
 					return fmt.Errorf("%s on %s: %w", s.name, names[i], err)
 				}
 				r.cpu = float64(cpuTicks(server)-cpu) * 1e4 / (r.rps * float64(cfg.seconds)) // 100 ticks a second
-				fmt.Fprintf(stdout, "  %-10s %-9s %8.0f req/s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p99)), r.errors)
+				fmt.Fprintf(stdout, "  %-14s %-9s %8.0f req/s  p50 %s  p99 %s  errors %d\n", s.name, names[i], r.rps, ms(float64(r.p50)), ms(float64(r.p99)), r.errors)
 				results[j][i] = append(results[j][i], r)
 			}
 			if s.name == "events100" {
@@ -261,7 +309,12 @@ next:
 		notes = append(notes, fmt.Sprintf("%s: server CPU a request, median of the rounds: metrics %.1f µs, no-metrics %.1f µs; paired by round: %.3f (%.3f–%.3f)",
 			s.name, median(results[j][0], cpu), median(results[j][1], cpu), middle(xs), slices.Min(xs), slices.Max(xs)))
 	}
-	report := header(ctx, cfg, revs, dbURL) + table(picked, names[1], results)
+	report := header(ctx, cfg, revs, dbURL)
+	if cfg.custom {
+		report += customTable(picked, results)
+	} else {
+		report += table(picked, names[1], results)
+	}
 	if cfg.imports > 0 {
 		section, err := importBench(ctx, stdout, filepath.Join(tmp, "new"), dbURL, bases[0], cfg.imports)
 		if err != nil {
@@ -276,8 +329,9 @@ next:
 	return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
 }
 
-// parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE and BENCH_ONLY, and
-// spells the command that sets the same (as `make bench` with what differs from the defaults).
+// parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE, BENCH_METRICS,
+// BENCH_CUSTOM and BENCH_ONLY, and spells the command that sets the same (as `make bench` with what
+// differs from the defaults). BENCH_CUSTOM=1 runs customScenarios and no import.
 func parseConfig(getenv func(string) string) (config, error) {
 	cfg := config{command: "make bench", scenarios: scenarios}
 	or := func(k, def string) string {
@@ -292,6 +346,11 @@ func parseConfig(getenv func(string) string) (config, error) {
 	if cfg.metrics = or("BENCH_METRICS", "") == "1"; cfg.metrics && cfg.baseline != "" {
 		return cfg, errors.New("BENCH_METRICS=1 compares this tree with itself: give no BASELINE")
 	}
+	if cfg.custom = or("BENCH_CUSTOM", "") == "1"; cfg.custom && (cfg.baseline != "" || cfg.metrics) {
+		return cfg, errors.New("BENCH_CUSTOM=1 compares custom scenarios with built-in ones on this tree: give no BASELINE or BENCH_METRICS")
+	} else if cfg.custom {
+		cfg.scenarios = customScenarios
+	}
 	d, err := time.ParseDuration(or("BENCH_TIME", "5s"))
 	if err != nil || d < time.Second {
 		return cfg, fmt.Errorf("BENCH_TIME=%q: want a duration of at least 1s", getenv("BENCH_TIME"))
@@ -305,19 +364,22 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
+	} else if cfg.custom {
+		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
+		all := cfg.scenarios
 		cfg.scenarios = nil
 		for name := range strings.SplitSeq(only, ",") {
-			i := slices.IndexFunc(scenarios, func(s scenario) bool { return s.name == name })
+			i := slices.IndexFunc(all, func(s scenario) bool { return s.name == name })
 			if i < 0 {
 				var names []string
-				for _, s := range scenarios {
+				for _, s := range all {
 					names = append(names, s.name)
 				}
 				return cfg, fmt.Errorf("BENCH_ONLY: no scenario %q (%s)", name, strings.Join(names, ", "))
 			}
-			cfg.scenarios = append(cfg.scenarios, scenarios[i])
+			cfg.scenarios = append(cfg.scenarios, all[i])
 		}
 	}
 	return cfg, nil
@@ -493,8 +555,9 @@ func startPostgres(ctx context.Context, dir string) (*proc, string, error) {
 	return p, url, err
 }
 
-// loadVersion names the data that loadSQL makes; a cached load of another version is reloaded.
-const loadVersion = 3
+// loadVersion names the data that loadSQL makes; a cached load of another version is reloaded. A
+// load with custom fields (BENCH_CUSTOM=1) is recorded as loadVersion + customLoad.
+const loadVersion, customLoad = 3, 100
 
 // Rows per company besides the contacts: 50 users (and the admin), 500 organizations, and one
 // business record for every 5 contacts.
@@ -503,21 +566,26 @@ const users, organizations, businessPerContact = 50, 500, 5
 // loadSQL fills company $1 with $2 rows each of users, organizations, contacts (each with an
 // organization, country, stage, assigned user and creator, so that every expansion finds an
 // object), business records and events: the contact.created of each contact, its object the
-// contact as the API shows it. Values follow from the row number: every load is the same.
+// contact as the API shows it. Values follow from the row number: every load is the same. Where the
+// company has the contact fields tier and arr (customFieldsSQL), each contact holds a value of both
+// in its custom column, which customValuesSQL copies into custom_values.
 var loadSQL = []string{
 	`INSERT INTO users (company_id, name, surname, email)
 	 SELECT $1, 'User ' || g, 'Bench', 'user' || g || '@example.com' FROM generate_series(1, $2) AS g`,
 	`INSERT INTO organizations (company_id, name) SELECT $1, 'Organization ' || g FROM generate_series(1, $2) AS g`,
 	`WITH u AS (SELECT array_agg(id ORDER BY id) AS ids FROM users WHERE company_id = $1),
 	      o AS (SELECT array_agg(id ORDER BY id) AS ids FROM organizations WHERE company_id = $1),
-	      s AS (SELECT array_agg(id ORDER BY id) AS ids FROM stages WHERE company_id = $1 AND board_id IS NULL)
+	      s AS (SELECT array_agg(id ORDER BY id) AS ids FROM stages WHERE company_id = $1 AND board_id IS NULL),
+	      f AS (SELECT min(id) FILTER (WHERE key = 'tier') AS tier, min(id) FILTER (WHERE key = 'arr') AS arr
+	          FROM custom_fields WHERE company_id = $1 AND object = 'contact' AND deleted_at IS NULL)
 	 INSERT INTO contacts (company_id, name, surname, email, phone, job_title, city, with_sales, country_id,
-	     stage_id, organization_id, assigned_to_id, user_creator_id, created_at, updated_at)
+	     stage_id, organization_id, assigned_to_id, user_creator_id, created_at, updated_at, custom)
 	 SELECT $1, 'Name ' || g, 'Surname ' || g % 997, 'contact' || g || '@example.com', '+34 600 ' || lpad((g % 1000000)::text, 6, '0'),
 	     'Job ' || g % 50, 'City ' || g % 100, g % 3 = 0, (ARRAY[724, 620, 276, 250, 372])[1 + g % 5],
 	     s.ids[1 + g % cardinality(s.ids)], o.ids[1 + g % cardinality(o.ids)], u.ids[1 + g % cardinality(u.ids)],
-	     u.ids[1 + g / 7 % cardinality(u.ids)], timestamptz '2025-01-01' + g * interval '1 s', timestamptz '2025-01-01' + g * interval '1 s'
-	 FROM generate_series(1, $2) AS g, u, o, s ORDER BY g`,
+	     u.ids[1 + g / 7 % cardinality(u.ids)], timestamptz '2025-01-01' + g * interval '1 s', timestamptz '2025-01-01' + g * interval '1 s',
+	     ('{"' || f.tier || '":"' || (ARRAY['gold', 'silver', 'bronze'])[1 + g % 3] || '","' || f.arr || '":' || g::bigint * 7919 % 1000000 || '}')::json
+	 FROM generate_series(1, $2) AS g, u, o, s, f ORDER BY g`,
 	`WITH u AS (SELECT array_agg(id ORDER BY id) AS ids FROM users WHERE company_id = $1),
 	      o AS (SELECT array_agg(id ORDER BY id) AS ids FROM organizations WHERE company_id = $1),
 	      b AS (SELECT id FROM boards WHERE company_id = $1 AND is_default),
@@ -540,10 +608,29 @@ var loadSQL = []string{
 	 WHERE c.company_id = $1 ORDER BY c.id LIMIT $2`,
 }
 
+// customFieldsSQL defines 50 contact fields of company $1, of every type, and before them, when $2,
+// tier (select: gold, silver, bronze) and arr (number), as POST /v1/customFields would store them.
+const customFieldsSQL = `INSERT INTO custom_fields (company_id, object, key, label, type, options)
+	SELECT $1::bigint, 'contact', key, label, type, options FROM (VALUES
+	    ('tier', 'Tier', 'select', '[{"value":"gold","label":"Gold"},{"value":"silver","label":"Silver"},{"value":"bronze","label":"Bronze"}]'),
+	    ('arr', 'ARR', 'number', NULL)) AS f (key, label, type, options) WHERE $2::boolean
+	UNION ALL
+	SELECT $1::bigint, 'contact', 'extra_' || g, 'Extra ' || g, t, CASE WHEN t LIKE '%elect' THEN '[{"value":"a","label":"A"},{"value":"b","label":"B"}]' END
+	FROM generate_series(1, 50) AS g, LATERAL (SELECT (ARRAY['text', 'number', 'money', 'date', 'datetime', 'boolean', 'select',
+	    'multiSelect', 'url', 'email', 'user'])[1 + g % 11] AS t) AS t`
+
+// customValuesSQL writes the rows of custom_values of company $1's contacts' select and number
+// values (their custom column, which loadSQL set), as saveCustom would.
+const customValuesSQL = `INSERT INTO custom_values (company_id, field_id, object_id, text_value, num_value)
+	SELECT $1, f.id, c.id, CASE f.type WHEN 'select' THEN e.value END, CASE f.type WHEN 'number' THEN e.value::numeric END
+	FROM contacts AS c, json_each_text(c.custom) AS e, custom_fields AS f
+	WHERE c.company_id = $1 AND c.custom IS NOT NULL AND f.company_id = $1 AND f.id = e.key::bigint`
+
 // prepareData makes sure the database rolodex holds cfg.contacts contacts per company, and returns
 // the first company and the database's URL. A load is kept when the table bench_load, written
 // last, records its size; else the database is made anew: bin creates the companies (migrating
-// it), loadSQL fills them, and VACUUM ANALYZE.
+// it), with cfg.custom customFieldsSQL defines their fields (tier and arr only the first's), loadSQL
+// and customValuesSQL fill them, and VACUUM ANALYZE.
 func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c company, url string, err error) {
 	url = strings.Replace(adminURL, "/postgres?", "/rolodex?", 1)
 	admin, err := sql.Open("pgx", adminURL)
@@ -557,7 +644,11 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 	}
 	defer func() { db.Close() }()
 	const qCached = `SELECT company_id, api_key, lo, hi FROM bench_load WHERE contacts = $1 AND version = $2`
-	if db.QueryRowContext(ctx, qCached, cfg.contacts, loadVersion).Scan(&c.ID, &c.Key, &c.lo, &c.hi) == nil {
+	version := loadVersion
+	if cfg.custom {
+		version += customLoad
+	}
+	if db.QueryRowContext(ctx, qCached, cfg.contacts, version).Scan(&c.ID, &c.Key, &c.lo, &c.hi) == nil {
 		// The contacts and events that earlier runs created go, so that every run starts from the
 		// same rows.
 		const qClean = `WITH e AS (DELETE FROM events WHERE request_id <> 'bench')
@@ -569,7 +660,7 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 		if err != nil {
 			return c, url, err
 		}
-		_, err = db.ExecContext(ctx, `VACUUM ANALYZE contacts, events`)
+		_, err = db.ExecContext(ctx, `VACUUM ANALYZE contacts, events, custom_values`)
 		return c, url, err
 	}
 	db.Close()
@@ -591,11 +682,17 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 			return c, url, fmt.Errorf("company create printed %q: %w", out, err)
 		}
 		cs = append(cs, c)
+		if !cfg.custom {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, customFieldsSQL, c.ID, len(cs) == 1); err != nil {
+			return c, url, err
+		}
 	}
 	// The secondary indexes are built once after the load rather than row by row: at a million
 	// contacts, minutes sooner.
 	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
-		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass) AND NOT indisprimary`
+		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass, 'custom_values'::regclass) AND NOT indisprimary`
 	var indexes, names string
 	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
 		return c, url, err
@@ -609,6 +706,9 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 				if _, err := db.ExecContext(ctx, loadSQL[i], cs[k].ID, n); err != nil {
 					return fmt.Errorf("load company %d: %w\n%s", cs[k].ID, err, loadSQL[i])
 				}
+			}
+			if _, err := db.ExecContext(ctx, customValuesSQL, cs[k].ID); err != nil {
+				return fmt.Errorf("load company %d: %w\n%s", cs[k].ID, err, customValuesSQL)
 			}
 		}
 		return nil
@@ -628,7 +728,7 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 			return c, url, err
 		}
 	}
-	_, err = db.ExecContext(ctx, `INSERT INTO bench_load VALUES ($1, $2, $3, $4, $5, $6)`, c.ID, c.Key, cfg.contacts, loadVersion, c.lo, c.hi)
+	_, err = db.ExecContext(ctx, `INSERT INTO bench_load VALUES ($1, $2, $3, $4, $5, $6)`, c.ID, c.Key, cfg.contacts, version, c.lo, c.hi)
 	return c, url, err
 }
 
@@ -741,24 +841,27 @@ func check(ctx context.Context, base string, c company, s scenario) (int, error)
 
 var (
 	wrkRPS    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkP50    = regexp.MustCompile(`\n\s+50%\s+([0-9.]+)(us|ms|s|m|h)\s`)
 	wrkP99    = regexp.MustCompile(`\n\s+99%\s+([0-9.]+)(us|ms|s|m|h)\s`)
 	wrkErrors = regexp.MustCompile(`(?:Non-2xx or 3xx responses:|Socket errors: connect|, read|, write|, timeout) ([0-9]+)`)
 )
 
-// runWrk runs s for seconds with wrk (2 threads, 32 connections, bench/wrk.lua) and reads its report.
+// runWrk runs s for seconds with wrk (2 threads, s.conns or 32 connections, bench/wrk.lua) and
+// reads its report.
 func runWrk(ctx context.Context, script, base string, c company, s scenario, seconds int) (result, error) {
 	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body, fmt.Sprint("BENCH_KEYED=", s.keyed),
 		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi)},
-		"wrk", "-t2", "-c32", fmt.Sprint("-d", seconds, "s"), "--timeout", "5s", "--latency", "-s", script, base)
+		"wrk", "-t2", fmt.Sprint("-c", cmp.Or(s.conns, 32)), fmt.Sprint("-d", seconds, "s"), "--timeout", "5s", "--latency", "-s", script, base)
 	if err != nil {
 		return result{}, err
 	}
-	rps, p99 := wrkRPS.FindStringSubmatch(out), wrkP99.FindStringSubmatch(out)
-	if rps == nil || p99 == nil {
-		return result{}, fmt.Errorf("no Requests/sec or 99%% in wrk's report:\n%s", out)
+	rps, p50, p99 := wrkRPS.FindStringSubmatch(out), wrkP50.FindStringSubmatch(out), wrkP99.FindStringSubmatch(out)
+	if rps == nil || p50 == nil || p99 == nil {
+		return result{}, fmt.Errorf("no Requests/sec, 50%% or 99%% in wrk's report:\n%s", out)
 	}
 	var r result
 	r.rps, _ = strconv.ParseFloat(rps[1], 64)
+	r.p50, _ = time.ParseDuration(p50[1] + p50[2])
 	r.p99, _ = time.ParseDuration(p99[1] + p99[2])
 	for _, m := range wrkErrors.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
@@ -816,14 +919,22 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	if cfg.metrics {
 		baseline = "the same binary without -metrics-addr (new: with it, scraped by nobody)"
 	}
+	data, load := "", "wrk -t2 -c32"
+	if cfg.custom {
+		baseline = "each custom scenario's built-in equivalent, on the same server, in the same company"
+		data = " The first company's contacts each hold the custom fields tier (select: gold, silver or bronze, a third each; gold" +
+			" exactly the contacts of the first contact stage) and arr (number, 0 to 999,999), of 52 contact fields it defines;" +
+			" the second company defines the other 50 (every type) and holds no value."
+		load = "wrk -t2 -c32 (the counts -c2)"
+	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
 		"- New: `%s` (the working tree). Baseline: %s.\n- Command: `%s`\n"+
-		"- Data: 2 companies, each of %d contacts (and the contact.created event of each), %d business records, %d organizations, %d users; requests use the first.\n"+
-		"- Load: wrk -t2 -c32 for %ds per scenario and target, back to back in alternating order; rounds: %d; medians.\n\n",
+		"- Data: 2 companies, each of %d contacts (and the contact.created event of each), %d business records, %d organizations, %d users; requests use the first.%s\n"+
+		"- Load: %s for %ds per scenario and target, back to back in alternating order; rounds: %d; medians.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), float64(kib)/(1<<20), runtime.GOOS, runtime.GOARCH,
 		runtime.Version(), pgVersion, revs[0], baseline, cfg.command, cfg.contacts, cfg.contacts/businessPerContact,
-		organizations, users+1, cfg.seconds, cfg.rounds)
+		organizations, users+1, data, load, cfg.seconds, cfg.rounds)
 }
 
 // table renders the medians as markdown: req/s, new/baseline (as a % of /healthz without a baseline
@@ -857,6 +968,63 @@ func table(picked []scenario, base string, results [][2][]result) string {
 			ratio(slices.Min(paired)), ratio(slices.Max(paired)), ms(median(rs[0], p99)), ms(median(rs[1], p99)), errs[0], errs[1])
 	}
 	return b.String()
+}
+
+// firstStage returns the id of company c's first contact stage: that of the gold contacts, as
+// loadSQL assigns them ({stage} in customScenarios).
+func firstStage(ctx context.Context, dbURL string, c company) (string, error) {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	var stage string
+	const q = `SELECT min(id)::text FROM stages WHERE company_id = $1 AND board_id IS NULL`
+	return stage, db.QueryRowContext(ctx, q, c.ID).Scan(&stage)
+}
+
+// customTable renders BENCH_CUSTOM=1's medians as markdown: each custom scenario against its
+// built-in equivalent, as how many times slower it is by req/s (built-in over custom) and by p50
+// (custom over built-in), both also paired by round, against the target of issue 31: within 2x for
+// a read, 15% for a write.
+func customTable(picked []scenario, results [][2][]result) string {
+	var b strings.Builder
+	b.WriteString("| custom scenario | built-in equivalent | custom req/s | built-in req/s | req/s: built-in/custom, paired median (range) " +
+		"| custom p50 | built-in p50 | p50: custom/built-in, paired median (range) | target | errors (custom; built-in) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	rps, p50 := func(r result) float64 { return r.rps }, func(r result) float64 { return float64(r.p50) }
+	for j, s := range picked {
+		rs := results[j]
+		var slower [2][]float64 // by req/s, by p50
+		var errs [2]int
+		for k := range rs[0] {
+			slower[0] = append(slower[0], rs[1][k].rps/rs[0][k].rps)
+			slower[1] = append(slower[1], float64(rs[0][k].p50)/float64(rs[1][k].p50))
+			errs[0], errs[1] = errs[0]+rs[0][k].errors, errs[1]+rs[1][k].errors
+		}
+		target := 2.0
+		if s.method != "GET" {
+			target = 1.15
+		}
+		verdict := "met"
+		if middle(slower[0]) > target || middle(slower[1]) > target {
+			verdict = "**missed**"
+		}
+		cell := func(xs []float64) string {
+			return fmt.Sprintf("%.2f (%.2f–%.2f)", middle(xs), slices.Min(xs), slices.Max(xs))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.0f | %s | %s | %s | %s | %.2fx: %s | %d; %d |\n", s.describe(), s.builtin.describe(), median(rs[0], rps), median(rs[1], rps), cell(slower[0]),
+			ms(median(rs[0], p50)), ms(median(rs[1], p50)), cell(slower[1]), target, verdict, errs[0], errs[1])
+	}
+	return b.String()
+}
+
+// describe is the scenario's name and request, for a table.
+func (s scenario) describe() string {
+	if s.body != "" {
+		return fmt.Sprintf("%s: `%s %s` `%s`", s.name, s.method, s.path, s.body)
+	}
+	return fmt.Sprintf("%s: `%s %s`", s.name, s.method, s.path)
 }
 
 // median returns the median of f over rs.

@@ -4,8 +4,10 @@
 #  2. Build ./rolodex and start `rolodex dev` (a PostgreSQL of its own, a demo company, the server).
 #  3. redocly lint the document the server serves.
 #  4. walk.mjs: every endpoint and the main error cases through Prism proxies in front of the server.
-#  5. openapi-typescript: types from the served document; client.ts (openapi-fetch) must compile
-#     against them with tsc, without casts, and then run against the server.
+#  5. openapi-typescript: types from the document served for the demo company's key once it has
+#     defined two contact fields, tier (select) and arr (number); client.ts (openapi-fetch) must
+#     compile against them with tsc, without casts, its custom values typed by those fields, and then
+#     run against the server.
 #  6. contract.mjs: a Portman contract test of every operation, from the served document's own
 #     examples and links, run by newman on the demo data: zero failures.
 set -euo pipefail
@@ -76,8 +78,17 @@ waitfor "http://127.0.0.1:$lax/healthz" 60
 walk=0
 STRICT=http://127.0.0.1:$strict LAX=http://127.0.0.1:$lax KEY=$key DOC=$out/openapi.json node walk.mjs || walk=$?
 
-echo "== openapi-typescript + openapi-fetch client"
-node_modules/.bin/openapi-typescript "$base/v1/openapi.json" -o "$out/schema.d.ts"
+echo "== openapi-typescript + openapi-fetch client, typed by the company's custom fields"
+define() {
+  curl -sf -X POST -H "x-api-key: $key" -H 'Content-Type: application/json' -d "$1" "$base/v1/customFields" >/dev/null ||
+    { echo "defining a custom field failed: $1" >&2; exit 1; }
+}
+define '{"object": "contact", "key": "tier", "label": "Tier", "type": "select",
+  "options": [{"value": "gold", "label": "Gold"}, {"value": "silver", "label": "Silver"}, {"value": "bronze", "label": "Bronze"}]}'
+define '{"object": "contact", "key": "arr", "label": "ARR", "type": "number"}'
+curl -sf -H "x-api-key: $key" "$base/v1/openapi.json" -o "$out/openapi-typed.json"
+node_modules/.bin/redocly lint --config redocly-typed.yaml "$out/openapi-typed.json"
+node_modules/.bin/openapi-typescript --redocly redocly-typed.yaml "$out/openapi-typed.json" -o "$out/schema.d.ts"
 if grep -nE '\bas\b|\bany\b|@ts-' client.ts; then
   echo "client.ts must compile against the generated types as they are: no casts, any or @ts- comments" >&2
   exit 1

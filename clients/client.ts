@@ -1,9 +1,11 @@
 // client.ts: a typed client of Rolodex, from nothing but the server's own OpenAPI document. check.sh
 // generates out/schema.d.ts from GET /v1/openapi.json with openapi-typescript; this file must compile
 // against it with tsc (strict, no casts), then run against the server: it creates, retrieves, lists
-// with expand, patches (with If-Match) and deletes a contact and a business record.
+// with expand, patches (with If-Match) and deletes a contact and a business record, and creates and
+// patches a contact's custom values. check.sh defines the contact fields tier (select: gold, silver,
+// bronze) and arr (number) first, and fetches the document with the key, so custom is typed by them.
 import createClient from "openapi-fetch";
-import type { paths } from "./out/schema.js";
+import type { components, paths } from "./out/schema.js";
 
 const baseUrl = process.env.ROLODEX_URL;
 const key = process.env.ROLODEX_KEY;
@@ -135,4 +137,29 @@ const bDeleted = await api.DELETE("/v1/business/{id}", { params: { path: { id: d
 check(bDeleted.response.status === 204, "the business record is deleted");
 const bGone = await api.DELETE("/v1/business/{id}", { params: { path: { id: dealID } } });
 check(bGone.response.status === 404, "a second delete is a 404");
+// Custom fields: the generated types know the company's own fields. Equal<A, B> is true only when
+// A and B are the same type, so these lines compile only if tier is the union of its options and
+// arr a number (each or null when unset), not a string or an open map.
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type ContactCustom = components["schemas"]["Contact"]["custom"];
+const tierIsTheOptions: Equal<ContactCustom["tier"], "gold" | "silver" | "bronze" | null> = true;
+const arrIsANumber: Equal<ContactCustom["arr"], number | null> = true;
+check(tierIsTheOptions && arrIsANumber, "custom.tier is typed by its options and custom.arr is a number");
+
+const withCustom = await api.POST("/v1/contacts", {
+  body: { name: "Ada", surname: "Lovelace", custom: { tier: "gold", arr: 1200.5 } },
+});
+const ada = must(withCustom, "create a contact with custom values");
+const tier: "gold" | "silver" | "bronze" | null = ada.custom.tier;
+const arr: number | null = ada.custom.arr;
+check(withCustom.response.status === 201 && tier === "gold" && arr === 1200.5, "the custom values read back, typed");
+const adaID = Number(ada.id);
+
+const upgraded = must(
+  await api.PATCH("/v1/contacts/{id}", { params: { path: { id: adaID } }, body: { custom: { tier: "silver" } } }),
+  "patch a custom value",
+);
+check(upgraded.custom.tier === "silver" && upgraded.custom.arr === 1200.5, "a custom patch changes tier and leaves arr");
+const adaGone = await api.DELETE("/v1/contacts/{id}", { params: { path: { id: adaID } } });
+check(adaGone.response.status === 204, "the contact with custom values is deleted");
 console.log("client: all checks passed");
