@@ -154,8 +154,11 @@ func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
 		}
 		var n int64
 		sqlText, args := lq.countSQL(res.countSQL, t.companyID)
-		if len(lq.conds) == 0 { // the counts the database keeps (schema/0008_counts.sql)
+		switch {
+		case len(lq.conds) == 0: // the counts the database keeps (schema/0008_counts.sql)
 			sqlText, args = `SELECT coalesce(sum(n), 0) FROM object_counts WHERE company_id = $1 AND tbl = $2`, []any{t.companyID, res.table}
+		case len(lq.conds) == 1 && lq.countValues != "": // a custom field's values (addCustomFilter)
+			sqlText = lq.countValues
 		}
 		if err := st.db.QueryRowContext(r.Context(), sqlText, args...).Scan(&n); err != nil {
 			writeError(w, r, log, err)

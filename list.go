@@ -155,15 +155,16 @@ func (s *listSpec) params(list bool) []string {
 
 // listQuery is a parsed list or count request.
 type listQuery struct {
-	limit   int
-	sort    *sortField
-	desc    bool
-	conds   []string // SQL conditions on the spec's columns; their values are args ($2 on: $1 is the company)
-	args    []any
-	binding string // the sort and the filters as sent, quoted: a cursor is valid only for the same
-	after   *cursorPos
-	custom  url.Values                                         // custom.<key> filters and sort=custom.<key>, which customSortAndFilters adds
-	pageSQL func(base string, companyID int64) (string, []any) // when not nil, makes selectSQL's statement (customSortSQL)
+	limit       int
+	sort        *sortField
+	desc        bool
+	conds       []string // SQL conditions on the spec's columns; their values are args ($2 on: $1 is the company)
+	args        []any
+	binding     string // the sort and the filters as sent, quoted: a cursor is valid only for the same
+	after       *cursorPos
+	custom      url.Values                                         // custom.<key> filters and sort=custom.<key>, which customSortAndFilters adds
+	pageSQL     func(base string, companyID int64) (string, []any) // when not nil, makes selectSQL's statement (customSortSQL)
+	countValues string                                             // the count of a custom filter, when it is the only condition (addCustomFilter)
 }
 
 // cursorPos is where a page starts: after the row with this id and sort key.
