@@ -896,7 +896,8 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 			}
 			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required}
 			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props}
-			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch"} {
+			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch",
+				name + "BatchUpdateItem": "CustomPatch", name + "BatchUpsertItem": "CustomPatch"} {
 				if schema, ok := schemas[s].(map[string]any); ok {
 					schema["properties"].(map[string]any)["custom"] = map[string]string{"$ref": "#/components/schemas/" + name + ref}
 				}

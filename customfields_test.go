@@ -427,8 +427,11 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := doc.Components.Schemas
-	if got := s["Contact"].Properties["custom"].Ref; got != "#/components/schemas/ContactCustom" {
-		t.Errorf("Contact.custom = %q", got)
+	for name, want := range map[string]string{"Contact": "ContactCustom", "ContactBatchUpdateItem": "ContactCustomPatch",
+		"ContactBatchUpsertItem": "ContactCustomPatch", "BusinessBatchUpdateItem": "BusinessCustomPatch"} {
+		if got := s[name].Properties["custom"].Ref; got != "#/components/schemas/"+want {
+			t.Errorf("%s.custom = %q; want %s", name, got, want)
+		}
 	}
 	if got := s["ContactCustom"]; !slices.Equal(got.Required, []string{"tier"}) || !slices.Equal(got.Properties["tier"].Enum, []any{"gold", nil}) {
 		t.Errorf("ContactCustom = %+v", got)
