@@ -109,23 +109,42 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 
 // recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
 // the API returns it, and for an update (was, the object before it: else nil) the old values of
-// the fields it changed. The same statement writes its deliveries (webhooks.go): one to each enabled
-// webhook endpoint of the company whose events name its type, its family ("contact.*") or "*",
-// and whose families have it.
+// the fields it changed.
 func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, object, was []byte) {
-	var previous pgtype.Text
+	var previous []byte
 	if was != nil {
-		previous = pgtype.Text{String: string(previousAttributes(was, object)), Valid: true}
+		previous = previousAttributes(was, object)
 	}
-	tx.queue(`WITH e AS (
-			INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)
-			RETURNING company_id, id, type)
-		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
-		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
-			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
-			AND split_part(e.type, '.', 1) = ANY(w.families)`,
-		companyID, typ, requestInfo(ctx).id, string(object), previous)
-	requestInfo(ctx).events.Add(1)
+	recordEvents(ctx, tx, companyID, []eventRow{{typ, object, previous}})
+}
+
+// eventRow is an event of recordEvents; previous (nil: none) is its previousAttributes.
+type eventRow struct {
+	typ              string
+	object, previous []byte
+}
+
+// recordEvents queues in tx the events of a change, one statement for up to 20,000 (3 parameters
+// each, within PostgreSQL's 65,535): a change of many objects pays no statement each. It
+// writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
+// whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
+func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
+	for chunk := range slices.Chunk(evs, 20000) {
+		args := []any{companyID, requestInfo(ctx).id}
+		var values []byte
+		for _, e := range chunk {
+			values = fmt.Appendf(values, ", ($1, $2, $%d, $%d, $%d)", len(args)+1, len(args)+2, len(args)+3)
+			args = append(args, e.typ, string(e.object), pgtype.Text{String: string(e.previous), Valid: e.previous != nil})
+		}
+		tx.queue(`WITH e AS (
+				INSERT INTO events (company_id, request_id, type, object, previous) VALUES `+string(values[2:])+`
+				RETURNING company_id, id, type)
+			INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
+			SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
+				AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
+				AND split_part(e.type, '.', 1) = ANY(w.families)`, args...)
+	}
+	requestInfo(ctx).events.Add(int64(len(evs)))
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v
