@@ -30,9 +30,9 @@ import (
 // delays the feed, and never loses from it.
 
 // eventTypes are the types of events; "contact.*" in a filter names a family.
-var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted",
+var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
 	"business.created", "business.updated", "business.deleted",
-	"organization.created", "organization.updated", "organization.deleted"}
+	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
 
 // eventFamilies are the families of events, each with the scope that reads its resource: a key sees
 // only the events of the families it reads, and an endpoint is sent only those of the families that
@@ -73,7 +73,7 @@ type event struct {
 	CreatedAt time.Time
 	RequestID string
 	Object    string      // the object as the API returns it, after the change (before, for *.deleted)
-	Previous  pgtype.Text // previousAttributes, of an update
+	Previous  pgtype.Text // previousAttributes, of an update; of another, more members of data (merge.go)
 }
 
 func (e *event) scanDest() []any {
@@ -91,9 +91,10 @@ func (e *event) appendJSON(b []byte) []byte {
 	b = appendString(b, e.RequestID)
 	b = append(b, `,"data":{"object":`...)
 	b = append(b, e.Object...)
-	if e.Previous.Valid {
-		b = append(b, `,"previousAttributes":`...)
-		b = append(b, e.Previous.String...)
+	if p := e.Previous.String; e.Previous.Valid && strings.HasSuffix(e.Type, ".updated") {
+		b = append(append(b, `,"previousAttributes":`...), p...)
+	} else if e.Previous.Valid { // an object of more members of data: {"mergedInto": "1042"}
+		b = append(append(b, ','), p[1:len(p)-1]...)
 	}
 	return append(b, "}}"...)
 }
@@ -118,14 +119,14 @@ func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, objec
 	recordEvents(ctx, tx, companyID, []eventRow{{typ, object, previous}})
 }
 
-// eventRow is an event of recordEvents; previous (nil: none) is its previousAttributes.
+// eventRow is an event of recordEvents; previous (nil: none) is previousAttributes or more of data.
 type eventRow struct {
 	typ              string
 	object, previous []byte
 }
 
 // recordEvents queues in tx the events of a change, one statement for up to 20,000 (3 parameters
-// each, within PostgreSQL's 65,535): a change of many objects pays no statement each. It
+// each, within PostgreSQL's 65,535): a merge that re-points many objects pays no statement each. It
 // writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
 // whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
 func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
