@@ -166,7 +166,7 @@ func TestBatchRefusesBadBodies(t *testing.T) {
 		}
 	}
 	wantProblem(t, call(t, "POST", "/v1/business/batch/upsert", c.key, `{"items": [{"title": "A"}]}`), http.StatusNotFound, "not_found")
-	wantProblem(t, call(t, "POST", "/v1/contacts/batch/merge", c.key, `{"items": [{"name": "A"}]}`), http.StatusNotFound, "not_found")
+	wantProblem(t, call(t, "POST", "/v1/contacts/batch/frobnicate", c.key, `{"items": [{"name": "A"}]}`), http.StatusNotFound, "not_found")
 	wantProblem(t, call(t, "GET", "/v1/contacts/batch/create", c.key, ""), http.StatusMethodNotAllowed, "method_not_allowed")
 	wantProblem(t, call(t, "POST", "/v1/contacts/batch/create", c.key, `{"items": [`), http.StatusBadRequest, "invalid_json")
 	if n := countOf(t, c.key, "/v1/contacts/count"); n != 0 {

@@ -30,9 +30,9 @@ import (
 // delays the feed, and never loses from it.
 
 // eventTypes are the types of events; "contact.*" in a filter names a family.
-var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted",
+var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
 	"business.created", "business.updated", "business.deleted",
-	"organization.created", "organization.updated", "organization.deleted"}
+	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
 
 // eventFamilies are the families of events, each with the scope that reads its resource: a key sees
 // only the events of the families it reads, and an endpoint is sent only those of the families that
@@ -73,7 +73,7 @@ type event struct {
 	CreatedAt time.Time
 	RequestID string
 	Object    string      // the object as the API returns it, after the change (before, for *.deleted)
-	Previous  pgtype.Text // previousAttributes, of an update
+	Previous  pgtype.Text // previousAttributes, of an update; of another, more members of data (merge.go)
 }
 
 func (e *event) scanDest() []any {
@@ -91,9 +91,10 @@ func (e *event) appendJSON(b []byte) []byte {
 	b = appendString(b, e.RequestID)
 	b = append(b, `,"data":{"object":`...)
 	b = append(b, e.Object...)
-	if e.Previous.Valid {
-		b = append(b, `,"previousAttributes":`...)
-		b = append(b, e.Previous.String...)
+	if p := e.Previous.String; e.Previous.Valid && strings.HasSuffix(e.Type, ".updated") {
+		b = append(append(b, `,"previousAttributes":`...), p...)
+	} else if e.Previous.Valid { // an object of more members of data: {"mergedInto": "1042"}
+		b = append(append(b, ','), p[1:len(p)-1]...)
 	}
 	return append(b, "}}"...)
 }
@@ -109,23 +110,42 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 
 // recordEvent queues in tx, the transaction of a change, its event: of type typ, with the object as
 // the API returns it, and for an update (was, the object before it: else nil) the old values of
-// the fields it changed. The same statement writes its deliveries (webhooks.go): one to each enabled
-// webhook endpoint of the company whose events name its type, its family ("contact.*") or "*",
-// and whose families have it.
+// the fields it changed.
 func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, object, was []byte) {
-	var previous pgtype.Text
+	var previous []byte
 	if was != nil {
-		previous = pgtype.Text{String: string(previousAttributes(was, object)), Valid: true}
+		previous = previousAttributes(was, object)
 	}
-	tx.queue(`WITH e AS (
-			INSERT INTO events (company_id, type, request_id, object, previous) VALUES ($1, $2, $3, $4, $5)
-			RETURNING company_id, id, type)
-		INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
-		SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
-			AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
-			AND split_part(e.type, '.', 1) = ANY(w.families)`,
-		companyID, typ, requestInfo(ctx).id, string(object), previous)
-	requestInfo(ctx).events.Add(1)
+	recordEvents(ctx, tx, companyID, []eventRow{{typ, object, previous}})
+}
+
+// eventRow is an event of recordEvents; previous (nil: none) is previousAttributes or more of data.
+type eventRow struct {
+	typ              string
+	object, previous []byte
+}
+
+// recordEvents queues in tx the events of a change, one statement for up to 20,000 (3 parameters
+// each, within PostgreSQL's 65,535): a merge that re-points many objects pays no statement each. It
+// writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
+// whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
+func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
+	for chunk := range slices.Chunk(evs, 20000) {
+		args := []any{companyID, requestInfo(ctx).id}
+		var values []byte
+		for _, e := range chunk {
+			values = fmt.Appendf(values, ", ($1, $2, $%d, $%d, $%d)", len(args)+1, len(args)+2, len(args)+3)
+			args = append(args, e.typ, string(e.object), pgtype.Text{String: string(e.previous), Valid: e.previous != nil})
+		}
+		tx.queue(`WITH e AS (
+				INSERT INTO events (company_id, request_id, type, object, previous) VALUES `+string(values[2:])+`
+				RETURNING company_id, id, type)
+			INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
+			SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
+				AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
+				AND split_part(e.type, '.', 1) = ANY(w.families)`, args...)
+	}
+	requestInfo(ctx).events.Add(int64(len(evs)))
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v

@@ -24,6 +24,8 @@ type eventBody struct {
 	Data      struct {
 		Object             obj
 		PreviousAttributes obj
+		MergedInto         any   // of a merged object's *.deleted (merge.go)
+		MergedIds          []any // of *.merged
 	}
 }
 

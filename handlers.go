@@ -229,6 +229,9 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 			return
 		}
 		v, rel, err := c.get(r.Context(), st.read, t.companyID, id, exps)
+		if errors.Is(err, errNotFound) {
+			err = notFound(r.Context(), st.read, res, t.companyID, id) // merge.go
+		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -329,8 +332,8 @@ type patch struct {
 // would leave the losers of a race to start again; with the row lock they wait their turn instead.
 
 // lockObject reads the company's object id of res in tx, locking its row for the rest of the write,
-// and applies p onto a copy, v (a delete's p has no members). It returns errNotFound when there is
-// none, errPreconditionFailed when p's versions (If-Match) do not admit its version, and the
+// and applies p onto a copy, v (a delete's p has no members). It returns notFound's error when there
+// is none, errPreconditionFailed when p's versions (If-Match) do not admit its version, and the
 // fieldErrors of p's members. changed is false when p changes nothing: then an update writes
 // nothing, and updatedAt and the ETag stay.
 func lockObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, p patch) (old, v T, changed bool, err error) {
@@ -340,7 +343,7 @@ func lockObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource
 	}
 	switch {
 	case len(objs) == 0:
-		return old, v, false, errNotFound
+		return old, v, false, notFound(ctx, tx.read, res, companyID, id)
 	case !admits(p.versions, P(&objs[0]).version()):
 		return old, v, false, errPreconditionFailed
 	}

@@ -247,6 +247,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 	}
 	evs, _ := waitFeed(t, c.key, "", "", 1)
 	ids["/v1/events/{id}"] = evs[0].ID
+	ids["/v1/contacts/{id}/merge"], ids["/v1/organizations/{id}/merge"] = ids["/v1/contacts/{id}"], ids["/v1/organizations/{id}"]
 	// A disabled endpoint on loopback, and a failed delivery of it, that nothing ever sends.
 	hook := sqlID(t, `INSERT INTO webhook_endpoints (company_id, url, events, secret, enabled)
 		VALUES ($1, 'http://127.0.0.1:9/never', '{*}', 'whsec_test', false) RETURNING id`, c.id)
@@ -274,7 +275,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 					lacking = append(lacking, s+":read")
 				}
 			}
-			real := strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery)).Replace(path)
+			real := strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery), "{op}", "create").Replace(path)
 			body := map[string]string{"POST": "{}", "PATCH": "{}"}[method]
 			p := wantProblem(t, call(t, method, real, *makeKey(t, c.key, lacking...).Key, body), http.StatusForbidden, "insufficient_scope")
 			if !strings.Contains(p.Detail, need) {

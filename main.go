@@ -355,7 +355,11 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 	mux.Handle("GET /v1/openapi.json", handleCustomOpenAPI(st, auth, log))
-	v1 := func(pattern, scope string, h http.Handler) { mux.Handle(pattern, withScope(scope, h)) }
+	v1 := func(pattern, scope string, h http.Handler) {
+		for p, h := range routesOf(pattern, withScope(scope, h)) { // merge.go
+			mux.Handle(p, h)
+		}
+	}
 
 	v1("GET /v1/contacts", "contacts:read", handleList[contact](st, contacts, log))
 	v1("GET /v1/contacts/count", "contacts:read", handleCount(st, contacts, log))
@@ -363,6 +367,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/contacts", "contacts:write", handleCreate(st, contacts, createContact, log))
 	v1("PATCH /v1/contacts/{id}", "contacts:write", handleUpdate(st, contacts, updateContact, log))
 	v1("DELETE /v1/contacts/{id}", "contacts:write", handleDelete[contact](st, contacts, log))
+	v1("POST /v1/contacts/{id}/merge", "contacts:write", handleMerge(st, contacts, updateContact, log))
 
 	v1("GET /v1/business", "business:read", handleList[business](st, businesses, log))
 	v1("GET /v1/business/count", "business:read", handleCount(st, businesses, log))
@@ -376,6 +381,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/organizations", "organizations:write", handleCreate(st, organizations, createOrganization, log))
 	v1("PATCH /v1/organizations/{id}", "organizations:write", handleUpdate(st, organizations, updateOrganization, log))
 	v1("DELETE /v1/organizations/{id}", "organizations:write", handleDelete[organization](st, organizations, log))
+	v1("POST /v1/organizations/{id}/merge", "organizations:write", handleMerge(st, organizations, updateOrganization, log))
 	v1("POST /v1/contacts/batch/{op}", "contacts:write", handleBatch(st, contacts, contactBatch, log))
 	v1("POST /v1/business/batch/{op}", "business:write", handleBatch(st, businesses, businessBatch, log))
 	v1("POST /v1/organizations/batch/{op}", "organizations:write", handleBatch(st, organizations, organizationBatch, log))

@@ -44,6 +44,7 @@ type apiError struct {
 	Code   string
 	Detail string
 	Errors []fieldError
+	More   []byte // more members of the body, as an object: {"mergedInto": "1042"} (merge.go)
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Detail }
@@ -126,6 +127,9 @@ func problemJSON(r *http.Request, e *apiError) []byte {
 			b = appendObject(b, "field", &e.Errors[i].Field, "message", &e.Errors[i].Message)
 		}
 		b = append(b, "]}"...)
+	}
+	if e.More != nil {
+		b = append(append(b[:len(b)-1], ','), e.More[1:]...)
 	}
 	return append(b, '\n')
 }

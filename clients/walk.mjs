@@ -303,6 +303,18 @@ await step('409: delete an organization still referenced', { method: 'DELETE', p
 await step('delete an organization', { method: 'DELETE', path: `/v1/organizations/${batchOrgIds[0]}`, want: 204 });
 await step('batch: delete organizations', { method: 'POST', path: '/v1/organizations/batch/delete', body: { ids: batchOrgIds.slice(1) }, want: 200 });
 
+// Merging duplicates (API.md section 16): a dry run, the merge, and the merged id that leads to the survivor.
+const dupA = await step('create a contact to merge into', { method: 'POST', path: '/v1/contacts', body: { name: 'Grace', city: 'Arlington' }, want: 201 });
+const dupB = await step('create its duplicate', { method: 'POST', path: '/v1/contacts', body: { name: 'Grace H.', email: 'grace.walk@example.com' }, want: 201 });
+const mergePath = `/v1/contacts/${dupA?.body?.id}/merge`;
+await step('merge: a dry run', { method: 'POST', path: mergePath, body: { mergeIds: [dupB?.body?.id], dryRun: true }, want: 200 });
+const merged = await step('merge contacts', { method: 'POST', path: mergePath, body: { mergeIds: [dupB?.body?.id] }, want: 200 });
+expect('the merge fills the survivor from the duplicate', merged?.body?.object?.email === 'grace.walk@example.com', `object ${JSON.stringify(merged?.body?.object)}`);
+const gone = await step('404: a merged id names the survivor', { path: `/v1/contacts/${dupB?.body?.id}`, want: 404 });
+expect('mergedInto is the survivor', gone?.body?.code === 'merged' && gone?.body?.mergedInto === dupA?.body?.id, `body ${JSON.stringify(gone?.body)}`);
+await step('422: merging a merged id', { method: 'POST', path: mergePath, body: { mergeIds: [dupB?.body?.id] }, want: 422 });
+await step('merge organizations', { method: 'POST', path: `/v1/organizations/${orgId}/merge`, body: { mergeIds: [first?.body?.id] }, want: 200 });
+
 // Deletes last.
 await step('delete a contact with If-Match', { method: 'DELETE', path: `/v1/contacts/${cid}`, headers: { 'if-match': cTag2 }, want: 204 });
 await step('404: a second delete', { method: 'DELETE', path: `/v1/contacts/${cid}`, want: 404 });

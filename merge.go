@@ -1,0 +1,295 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Merging duplicates (API.md section 16): POST /v1/{contacts|organizations}/{id}/merge folds the
+// objects of mergeIds into the survivor {id}. One transaction locks them all, re-points what references
+// merged organizations, deletes the merged objects, patches the survivor with its resource's update,
+// and leaves a tombstone a merged id (schema/0013_merge.sql): then it answers 404 "merged".
+
+const maxMergeIDs = 9
+
+// errDryRun rolls back the transaction of a dry run, which did all the merge would.
+var errDryRun = errors.New("dry run")
+
+// handleMerge answers POST /v1/{resource}/{id}/merge: 200 {"object", "mergedIds", "changes",
+// "repointed"}; update is the resource's (updateContact, ...). A dry run is the whole merge, rolled
+// back: it answers exactly what the merge would, and keeps nothing for an Idempotency-Key. An
+// organization merge re-points contacts and business records: it needs write on both.
+func handleMerge[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := tenantOf(r)
+		if aerr := cmp.Or(scopeError(t.scopes, "contacts:write"), scopeError(t.scopes, "business:write")); res == organizations && aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		wr := startWrite(w, r, res, log, nil)
+		if wr == nil {
+			return
+		}
+		ids, dryRun, bodyErr := readMergeBody(wr.members, wr.id)
+		do := func(tx *tx) (answer, error) {
+			return mergeObjects[T, P](r.Context(), tx, res, update, t, wr, ids, bodyErr, ifMatch(r))
+		}
+		if !dryRun {
+			runWrite(w, r, st, log, wr, do)
+			return
+		}
+		a, _, err := st.writeOnce(r.Context(), t.companyID, nil, func(tx *tx) (answer, error) {
+			a, err := do(tx)
+			return a, cmp.Or(err, errDryRun)
+		})
+		if errors.Is(err, errDryRun) {
+			requestInfo(r.Context()).events.Store(0) // rolled back: none written
+			a.write(w, r, false)
+			return
+		}
+		writeError(w, r, log, err)
+	})
+}
+
+// readMergeBody reads {"mergeIds": [...], "dryRun": false}: 1 to maxMergeIDs distinct ids, strings
+// of digits or numbers (readItemID, batch.go), none of them survivor's.
+func readMergeBody(members []member, survivor int64) (ids []int64, dryRun bool, err error) {
+	var raws []json.RawMessage
+	errs := applyCreate(members, []bodyField{{"mergeIds", func(b json.RawMessage) string {
+		if json.Unmarshal(b, &raws) != nil || len(raws) == 0 || len(raws) > maxMergeIDs {
+			raws = nil
+			return fmt.Sprintf("must be an array of 1 to %d ids", maxMergeIDs)
+		}
+		return ""
+	}, true}, {"dryRun", boolean(&dryRun), false}})
+	for i, raw := range raws {
+		id, msg := readItemID(raw), ""
+		switch {
+		case id == 0:
+			msg = "must be an id"
+		case id == survivor:
+			msg = "is the survivor's id (the path's)"
+		case slices.Contains(ids, id):
+			msg = "is given more than once"
+		}
+		if msg != "" {
+			errs = append(errs, fieldError{Field: fmt.Sprintf("mergeIds[%d]", i), Message: msg})
+		}
+		ids = append(ids, id)
+	}
+	if errs != nil {
+		return nil, false, fieldErrors(errs)
+	}
+	return ids, dryRun, nil
+}
+
+// mergeObjects merges ids into the company's object wr.id of res in tx and returns the answer;
+// bodyErr, the body's, is answered once the survivor is found (another company's is 404 whatever the
+// body). Locked in id order, merges over the same objects take turns: the later finds them merged.
+// Round trips: the lock (with BEGIN), repoint's, update's; the rest goes with the next.
+func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error),
+	t tenant, wr *write, ids []int64, bodyErr error, versions []int64) (answer, error) {
+	var objs []T
+	q := res.selectSQL + ` AND id = ANY($2) ORDER BY id FOR UPDATE`
+	if err := tx.read(ctx, rowsInto[T, P](&objs, q, t.companyID, append([]int64{wr.id}, ids...))); err != nil {
+		return answer{}, err
+	}
+	var sv P
+	encoded := map[int64][]byte{}
+	for i := range objs {
+		if encoded[P(&objs[i]).key()] = P(&objs[i]).appendJSON(nil); P(&objs[i]).key() == wr.id {
+			sv = &objs[i]
+		}
+	}
+	switch {
+	case sv == nil:
+		return answer{}, notFound(ctx, tx.read, res, t.companyID, wr.id)
+	case bodyErr != nil:
+		return answer{}, bodyErr
+	case !admits(versions, sv.version()):
+		return answer{}, errPreconditionFailed
+	}
+	survivor, _, _ := jsonMembers(encoded[wr.id])
+	losers := make([][]member, len(ids))
+	var errs fieldErrors
+	var idsAsWritten []json.RawMessage
+	evs := make([]eventRow, len(ids))
+	mergedInto := appendMembers(nil, []member{{"mergedInto", memberRaw(survivor, "id")}})
+	for i, id := range ids {
+		if encoded[id] == nil {
+			errs = append(errs, fieldError{Field: fmt.Sprintf("mergeIds[%d]", i), Message: "is not a " + res.event + " of the company"})
+			continue
+		}
+		losers[i], _, _ = jsonMembers(encoded[id])
+		idsAsWritten = append(idsAsWritten, memberRaw(losers[i], "id"))
+		evs[i] = eventRow{res.event + ".deleted", encoded[id], mergedInto}
+	}
+	if errs != nil {
+		return answer{}, errs
+	}
+	mergedIDs, _ := json.Marshal(idsAsWritten)
+	members, changes := mergeMembers(survivor, losers, "")
+
+	repointed := []byte("{}")
+	if res == organizations {
+		nc, err := repoint[contact](ctx, tx, contacts, t.companyID, ids, wr.id)
+		if err != nil {
+			return answer{}, err
+		}
+		nb, err := repoint[business](ctx, tx, businesses, t.companyID, ids, wr.id)
+		if err != nil {
+			return answer{}, err
+		}
+		repointed = fmt.Appendf(nil, `{"contacts":%d,"business":%d}`, nc, nb)
+	}
+	// The DELETE goes before the survivor's update: with the merged objects go their custom values
+	// (schema/0012_custom_fields.sql's trigger), so that a unique value moves without a conflict.
+	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = ANY($2)`, t.companyID, ids)
+	recordEvents(ctx, tx, t.companyID, evs)
+	tx.queue(`UPDATE merged_objects SET merged_into = $4 WHERE company_id = $1 AND tbl = $2 AND merged_into = ANY($3)`,
+		t.companyID, res.table, ids, wr.id) // merged into a merged object: lead to the survivor
+	tx.queue(`INSERT INTO merged_objects (company_id, tbl, id, merged_into) SELECT $1, $2, unnest($3::bigint[]), $4`,
+		t.companyID, res.table, ids, wr.id)
+	v, err := update(ctx, tx, t, wr.id, patch{members: members})
+	if err != nil {
+		return answer{}, err
+	}
+	recordEvents(ctx, tx, t.companyID, []eventRow{{res.event + ".merged", P(&v).appendJSON(nil),
+		appendMembers(nil, []member{{"mergedIds", mergedIDs}})}})
+	a, err := objectAnswer[T, P](ctx, tx, t, http.StatusOK, v, wr.exps)
+	if err != nil {
+		return answer{}, err
+	}
+	a.body = fmt.Appendf(nil, `{"object":%s,"mergedIds":%s,"changes":%s,"repointed":%s}`+"\n",
+		a.body[:len(a.body)-1], mergedIDs, appendMembers(nil, changes), repointed)
+	return a, nil
+}
+
+// mergeMembers returns the merge patch that gives the survivor (its members) its merged values, and
+// each change as prefix+name: {"from", "to"}. A value is the survivor's unless it is null, else the
+// first non-null one of losers in order (mergeValue), so that the read-only members (never null) stay;
+// a losing e-mail comes first for an empty secondaryEmail; custom values merge one by one.
+func mergeMembers(survivor []member, losers [][]member, prefix string) (patch, changes []member) {
+	merged := map[string]json.RawMessage{}
+	for _, m := range survivor {
+		to := m.raw
+		if m.name == "custom" {
+			lost := make([][]member, len(losers))
+			for i, l := range losers {
+				lost[i], _, _ = jsonMembers(memberRaw(l, "custom"))
+			}
+			values, _, _ := jsonMembers(m.raw)
+			p, c := mergeMembers(values, lost, "custom.")
+			if changes = append(changes, c...); p != nil {
+				patch = append(patch, member{"custom", appendMembers(nil, p)})
+			}
+			continue
+		}
+		for _, l := range losers {
+			if e := memberRaw(l, "email"); m.name == "secondaryEmail" && !strings.EqualFold(string(e), string(merged["email"])) {
+				to = mergeValue(to, e) // contacts' own rule (API.md 16); email is merged before
+			}
+		}
+		for _, l := range losers {
+			to = mergeValue(to, memberRaw(l, m.name))
+		}
+		if merged[m.name] = to; string(to) != string(m.raw) {
+			patch = append(patch, member{m.name, to})
+			changes = append(changes, member{prefix + m.name, fmt.Appendf(nil, `{"from":%s,"to":%s}`, m.raw, to)})
+		}
+	}
+	return patch, changes
+}
+
+// mergeValue is v merged with a later candidate c: v unless it is null, then c; two arrays (a
+// multiSelect's) are unioned, v's elements first.
+func mergeValue(v, c json.RawMessage) json.RawMessage {
+	var vs, cs []json.RawMessage
+	switch {
+	case isNull(v):
+		return c
+	case json.Unmarshal(v, &vs) != nil || json.Unmarshal(c, &cs) != nil || cs == nil:
+		return v
+	}
+	for _, e := range cs {
+		if !slices.ContainsFunc(vs, func(x json.RawMessage) bool { return string(x) == string(e) }) {
+			vs = append(vs, e)
+		}
+	}
+	b, _ := json.Marshal(vs) // already compact, and escaped as the API writes
+	return b
+}
+
+// repoint points the company's objects of res of the organizations from at to, with an *.updated
+// event each as a PATCH would write it, in one UPDATE whatever their number, and returns how many.
+// Round trips: the lock and read of the objects, the UPDATE with the read of what it wrote.
+func repoint[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID int64, from []int64, to int64) (int, error) {
+	var old, now []T
+	q := res.selectSQL + ` AND organization_id = ANY($2) ORDER BY id FOR UPDATE`
+	if err := tx.read(ctx, rowsInto[T, P](&old, q, companyID, from)); err != nil || len(old) == 0 {
+		return 0, err
+	}
+	ids := make([]int64, len(old))
+	for i := range old {
+		ids[i] = P(&old[i]).key()
+	}
+	tx.queue(`UPDATE `+res.table+` SET organization_id = $3, version = version + 1,
+		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		WHERE company_id = $1 AND id = ANY($2)`, companyID, ids, to)
+	if err := tx.read(ctx, rowsInto[T, P](&now, res.selectSQL+` AND id = ANY($2) ORDER BY id`, companyID, ids)); err != nil {
+		return 0, err
+	}
+	evs := make([]eventRow, len(now))
+	for i := range now { // previousAttributes, without decoding the objects
+		was, _ := P(&old[i]).relatedID("organization")
+		evs[i] = eventRow{res.event + ".updated", P(&now[i]).appendJSON(nil), fmt.Appendf(nil, `{"organizationId":%d}`, was)}
+	}
+	recordEvents(ctx, tx, companyID, evs)
+	return len(now), nil
+}
+
+// notFound is the error of the company's object id of res that is not there: errNotFound, or if it
+// was merged, one that is errNotFound too but answers 404 "merged" naming mergedInto, the id to
+// follow. Round trips: one, for contacts and organizations.
+func notFound(ctx context.Context, rd reader, res *resource, companyID, id int64) error {
+	if res != contacts && res != organizations {
+		return errNotFound
+	}
+	var into []fieldID // an id read from a row
+	q := `SELECT merged_into FROM merged_objects WHERE company_id = $1 AND tbl = $2 AND id = $3`
+	if err := rd(ctx, rowsInto[fieldID](&into, q, companyID, res.table, id)); err != nil || into == nil {
+		return cmp.Or(err, errNotFound)
+	}
+	var v any = (*int64)(&into[0])
+	if res == contacts {
+		v = (*textID)(&into[0])
+	}
+	return fmt.Errorf("%w: %w", errNotFound, &apiError{Status: http.StatusNotFound, Code: "merged",
+		Detail: "This object was merged into another; mergedInto is its id.", More: appendObject(nil, "mergedInto", v)})
+}
+
+// routesOf returns the mux patterns of the route pattern with their handlers: the pattern, or for a
+// batch route (.../batch/{op}) one per op, {op} set as the mux would: the wildcard would overlap
+// .../{id}/merge, which Go's ServeMux refuses. (Business has no upsert: handleBatch answers 404.)
+func routesOf(pattern string, h http.Handler) map[string]http.Handler {
+	base, batch := strings.CutSuffix(pattern, "{op}")
+	if !batch {
+		return map[string]http.Handler{pattern: h}
+	}
+	routes := map[string]http.Handler{}
+	for _, op := range []string{"create", "update", "delete", "upsert"} {
+		routes[base+op] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Pattern = pattern // one route, for the metrics and the log
+			r.SetPathValue("op", op)
+			h.ServeHTTP(w, r)
+		})
+	}
+	return routes
+}
