@@ -510,11 +510,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	var userFields, users []int64 // the values of fields of type user, to check
 	cv.w = &customWrite{keys: map[int64]string{}}
 	for _, f := range fields {
-		raw := memberRaw(values, f.Key)
-		if raw == nil {
-			raw = json.RawMessage("null")
-		}
-		value, rows, msg := f.checkValue(raw)
+		value, rows, msg := f.checkValue(memberRaw(values, f.Key))
 		if msg == "" && f.Required && isNull(value) {
 			msg = "is required"
 		}
@@ -609,11 +605,11 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	return nil
 }
 
-// checkValue checks raw, a JSON value sent for field f, and returns it as the API writes it, with
-// its rows of custom_values, or what is wrong with it.
+// checkValue checks raw, a JSON value sent for field f (nil: none), and returns it as the API writes
+// it, with its rows of custom_values, or what is wrong with it.
 func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []customRow, string) {
-	if isNull(raw) {
-		return raw, nil, ""
+	if raw == nil || isNull(raw) {
+		return json.RawMessage("null"), nil, ""
 	}
 	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique]}
 	var msg string
@@ -914,18 +910,14 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		limit := param(lq.limit+1, "")
 		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
 		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
-		parts := []string{valued, unset}
 		switch {
 		case a != nil && a.null && !lq.desc: // past the values
-			parts = parts[1:]
+			return unset, args
 		case a != nil && !a.null && lq.desc: // past the objects without a value
-			parts = parts[:1]
-		case lq.desc:
-			parts = []string{unset, valued}
+			return valued, args
+		case lq.desc: // the objects without a value first
+			return unset + " UNION ALL " + valued + " LIMIT " + limit, args
 		}
-		if len(parts) == 1 {
-			return parts[0], args
-		}
-		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
+		return valued + " UNION ALL " + unset + " LIMIT " + limit, args
 	}
 }
