@@ -21,9 +21,9 @@ import (
 // single write's function (createContact, deleteObject, ...). An item that fails a check leaves the
 // transaction usable, so every failure is reported; one whose statement PostgreSQL refused (a race
 // the checks missed) aborts it, and the batch runs again without it, rather than pay a SAVEPOINT (a
-// subtransaction) per item. Upsert matches under advisory locks on (company, resource or custom
-// field, normalised value), taken in one statement in sorted order: concurrent upserts of one new
-// value, on any server, create one object.
+// subtransaction) per item. Upsert matches under transaction-scoped advisory locks on (company,
+// resource or custom field, normalised value), taken in one statement in sorted order: concurrent
+// upserts of one new value, on any server, create one object.
 
 // The most items a batch takes; how often it starts again without an item whose statement aborted
 // it; how many of a company's batches run at once (more wait their turn).
@@ -116,13 +116,12 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 				}
 				return ans, err
 			})
-			if errors.Is(err, errItemAborted) && aborts < maxBatchAborts && clientError(err) != nil {
+			switch {
+			case errors.Is(err, errItemAborted) && aborts < maxBatchAborts && clientError(err) != nil:
 				continue // without that item: runBatch made its failure its pre
-			}
-			if errors.Is(err, errBatchFailed) {
-				a, err = ans, nil
-			}
-			if err != nil {
+			case errors.Is(err, errBatchFailed):
+				a = ans
+			case err != nil:
 				writeError(w, r, log, err)
 				return
 			}
