@@ -567,18 +567,14 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	}
 	args := []any{companyID, objectID}
 	var values []string
-	var unique []customRow
 	for _, r := range cv.w.rows {
 		n := len(args)
 		values = append(values, fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6))
 		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n)
-		if r.unique != 0 {
-			unique = append(unique, r)
-		}
 	}
 	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES ` +
 		strings.Join(values, ", ")
-	if len(unique) == 0 {
+	if !slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 }) {
 		tx.queue(q, args...)
 		return nil
 	}
@@ -587,8 +583,8 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		return err
 	}
 	var errs fieldErrors
-	for _, r := range unique {
-		if slices.Contains(inserted, fieldID(r.fieldID)) {
+	for _, r := range cv.w.rows {
+		if r.unique == 0 || slices.Contains(inserted, fieldID(r.fieldID)) {
 			continue
 		}
 		var holder int64
