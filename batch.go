@@ -527,15 +527,12 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			}
 			ae := it.problem()
 			for _, fe := range ae.Errors {
-				if f.body[len(f.body)-1] != '[' {
-					f.body = append(f.body, ',')
-				}
 				index := int64(i)
 				f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
-				f.body = appendCandidates(f.body, it.candidates)
+				f.body = append(appendCandidates(f.body, it.candidates), ',')
 			}
 		}
-		f.body = append(f.body, "]}\n"...)
+		f.body = append(f.body[:len(f.body)-1], "]}\n"...) // over the last entry's comma: one item failed at least
 		return f, errBatchFailed
 	}
 	rel, err := loadRelated[T, P](r.Context(), tx.read, t.companyID, exps, objs)
@@ -544,9 +541,6 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 	}
 	a := answer{status: map[bool]int{false: http.StatusOK, true: http.StatusMultiStatus}[failed > 0], body: []byte(`{"data":[`)}
 	for i, it := range items {
-		if i > 0 {
-			a.body = append(a.body, ',')
-		}
 		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
 		switch {
 		case it.err != nil:
@@ -559,9 +553,9 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			a.body = append(appendString(append(a.body, `,"status":`...), it.status), `,"object":`...)
 			a.body = appendExpanded(a.body, P(&it.obj), exps, rel)
 		}
-		a.body = append(a.body, '}')
+		a.body = append(a.body, "},"...)
 	}
-	a.body = append(a.body, "]}\n"...)
+	a.body = append(a.body[:len(a.body)-1], "]}\n"...) // over the last item's comma: a batch has one at least
 	return a, nil
 }
 
