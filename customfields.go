@@ -135,12 +135,9 @@ func (f *customField) applyOptions(raw json.RawMessage) string {
 		if msg != "" {
 			return fmt.Sprintf("[%d].label %s", i, msg)
 		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendObject(b, "value", &o.Value, "label", &label)
+		b = append(appendObject(b, "value", &o.Value, "label", &label), ',')
 	}
-	f.Options = pgtype.Text{String: string(append(b, ']')), Valid: true}
+	f.Options = pgtype.Text{String: string(append(b[:len(b)-1], ']')), Valid: true} // over the last comma
 	return ""
 }
 
@@ -379,14 +376,11 @@ func (s *storedCustom) ScanText(v pgtype.Text) error {
 	b := []byte{'{'}
 	for def := range bytes.SplitSeq(cv.defs, []byte{','}) {
 		id, key, _ := bytes.Cut(def, []byte{':'})
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
 		b = append(appendString(b, string(key)), ':')
 		raw := memberRaw(values, string(id)) // nil: the row holds no value of the field
-		b = append(appendNull(b, raw != nil), raw...)
+		b = append(append(appendNull(b, raw != nil), raw...), ',')
 	}
-	cv.json = append(b, '}')
+	cv.json = append(b[:len(b)-1], '}') // over the last comma: defs names a field at least
 	return nil
 }
 
