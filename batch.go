@@ -25,8 +25,8 @@ import (
 // resource or custom field, normalised value), taken in one statement in sorted order: concurrent
 // upserts of one new value, on any server, create one object.
 
-// The most items a batch takes; how often it starts again without an item whose statement aborted
-// it; how many of a company's batches run at once (more wait their turn).
+// Of a batch: the most items; how often it starts again without an item whose statement aborted
+// it; how many of a company's run at once (more wait their turn).
 const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
 
 // batchWrites are a resource's single writes, which its batches run, and its upsert's default match.

@@ -501,7 +501,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	}
 	out := make([]member, 0, len(fields))
 	stored := []member{}
-	var userFields, users []int64 // the values of fields of type user, to check
+	var userFields, users []int64 // the fields of type user the write sets, and their values
 	cv.w = &customWrite{keys: map[int64]string{}}
 	for _, f := range fields {
 		value, rows, msg := f.checkValue(memberRaw(values, f.Key))
