@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -16,17 +17,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Batch writes and upsert (API.md section 15): 1 to 100 items in one transaction, each through the
-// very function its single write runs (createContact, deleteObject, ...). An item that fails a check
-// leaves the transaction usable, so every failure is reported; one whose statement PostgreSQL
-// refused (a race the checks missed) aborts it, and the batch runs again without that item rather
-// than pay a SAVEPOINT (a subtransaction) per item. Upsert matches under transaction-scoped advisory
-// locks on (company, resource or custom field, normalised value), taken in one statement in sorted
-// order: concurrent upserts of one new value, on any server, create one object.
+// Batch writes and upsert (API.md section 15): 1 to 100 items in one transaction, each through its
+// single write's function (createContact, deleteObject, ...). An item that fails a check leaves the
+// transaction usable, so every failure is reported; one whose statement PostgreSQL refused (a race
+// the checks missed) aborts it, and the batch runs again without it, rather than pay a SAVEPOINT (a
+// subtransaction) per item. Upsert matches under transaction-scoped advisory locks on (company,
+// resource or custom field, normalised value), taken in one statement in sorted order: concurrent
+// upserts of one new value, on any server, create one object.
 
-// maxBatchItems is the most items a batch takes; maxBatchAborts how often it starts again without an
-// item whose statement aborted the transaction; batchesPerCompany how many of a company's batches
-// run at once (more wait for their turn).
+// Of a batch: the most items; how often it starts again without an item whose statement aborted
+// it; how many of a company's run at once (more wait their turn).
 const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
 
 // batchWrites are a resource's single writes, which its batches run, and its upsert's default match.
@@ -68,14 +68,8 @@ type batchItem[T any] struct {
 // without being kept for its Idempotency-Key: a corrected batch may be sent with the same one.
 var errBatchFailed = errors.New("batch failed")
 
-// itemAborted is the failure of item index whose statement aborted the batch's transaction.
-type itemAborted struct {
-	index int
-	err   error
-}
-
-func (e *itemAborted) Error() string { return fmt.Sprintf("batch item %d: %v", e.index, e.err) }
-func (e *itemAborted) Unwrap() error { return e.err }
+// errItemAborted wraps the failure of an item whose statement aborted the batch's transaction.
+var errItemAborted = errors.New("aborted by batch item")
 
 // handleBatch answers POST /v1/{resource}/batch/{op}: 200 {"data": [...]} (207 when atomic is false
 // and some item failed), else 422 or 412 with an errors entry per failing item, nothing changed.
@@ -122,15 +116,12 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 				}
 				return ans, err
 			})
-			var ab *itemAborted
-			if errors.As(err, &ab) && aborts < maxBatchAborts && clientError(ab.err) != nil {
-				items[ab.index].pre = ab.err
-				continue
-			}
-			if errors.Is(err, errBatchFailed) {
-				a, err = ans, nil
-			}
-			if err != nil {
+			switch {
+			case errors.Is(err, errItemAborted) && aborts < maxBatchAborts && clientError(err) != nil:
+				continue // without that item: runBatch made its failure its pre
+			case errors.Is(err, errBatchFailed):
+				a = ans
+			case err != nil:
 				writeError(w, r, log, err)
 				return
 			}
@@ -140,21 +131,15 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 	})
 }
 
-// readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and for an
-// upsert "matchOn" (its default in *matchOn). A failure of the whole body is fieldErrors; an item's
-// is its pre.
+// readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and an upsert's
+// "matchOn" (default in *matchOn). The whole body's failure is fieldErrors; an item's, its pre.
 func readBatch[T any, P writable[T]](op string, members []member, matchOn *string) (items []*batchItem[T], atomic bool, err error) {
-	atomic = true
-	list, found := "items", false
-	if op == "delete" {
-		list = "ids"
-	}
+	atomic, list := true, map[bool]string{false: "items", true: "ids"}[op == "delete"]
 	var errs fieldErrors
 	for _, m := range members {
 		msg := ""
 		switch {
 		case m.name == list:
-			found = true
 			var raws []json.RawMessage
 			if json.Unmarshal(m.raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
 				msg = fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
@@ -177,7 +162,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 			errs = append(errs, fieldError{Field: m.name, Message: msg})
 		}
 	}
-	if !found {
+	if !hasMember(members, list) {
 		errs = append(errs, fieldError{Field: list, Message: "is required"})
 	}
 	if errs != nil {
@@ -207,8 +192,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 	return items, atomic, nil
 }
 
-// readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, or
-// a delete's id.
+// readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, a delete's id.
 func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
 	it := &batchItem[T]{at: at}
 	if op == "delete" {
@@ -248,11 +232,11 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 				it.members = append(it.members, m)
 			}
 		}
-		if it.id == 0 && errs == nil {
-			errs = fieldErrors{{Field: "id", Message: "is required"}}
-		}
-		if errs != nil {
+		switch {
+		case errs != nil:
 			it.pre = errs
+		case it.id == 0:
+			it.pre = fieldErrors{{Field: "id", Message: "is required"}}
 		}
 	default: // upsert: a create or a merge patch, decided in the transaction
 		it.members = members
@@ -278,9 +262,9 @@ func memberRaw(members []member, name string) json.RawMessage {
 	return members[i].raw
 }
 
-// upsertMatchOf is the match on matchOn: m, the built-in field's, or a unique custom field's, whose
-// values compare as its unique index has them (saveCustom); it sets each item's key to its value as
-// stored, or its pre to what is wrong with it.
+// upsertMatchOf is the match on matchOn: m, the built-in field's, or a unique custom field's, compared
+// as its unique index has them (saveCustom); each item's key becomes its value as stored, or its pre
+// what is wrong with it.
 func upsertMatchOf[T any](ctx context.Context, btx *tx, res *resource, m upsertMatch, companyID int64, matchOn string, items []*batchItem[T]) (upsertMatch, error) {
 	key, custom := strings.CutPrefix(matchOn, "custom.")
 	if !custom {
@@ -321,7 +305,7 @@ func duplicateError(field string, first int) error {
 }
 
 // runBatch runs the items in btx, each through the resource's single write, and records how each
-// ended; an *itemAborted when an item's statement aborted the transaction, another error as it is.
+// ended; errItemAborted when an item's statement aborted the transaction, another error as it is.
 func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op, matchOn string, items []*batchItem[T]) error {
 	m, err := upsertMatchOf(ctx, btx, res, bw.match, t.companyID, matchOn, items)
 	if err != nil {
@@ -389,22 +373,19 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
-		itx := p.txs[i]
 		if it.err != nil {
 			p.done()
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer p.done()
 			defer func() {
 				if v := recover(); v != nil {
 					errs[i] = fmt.Errorf("batch item %d: panic: %v", i, v)
 				}
 			}()
-			errs[i] = runItem[T, P](ctx, itx, res, bw, t, op, it, byID[it.id])
-		}()
+			errs[i] = runItem[T, P](ctx, p.txs[i], res, bw, t, op, it, byID[it.id])
+		})
 	}
 	wg.Wait()
 	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
@@ -413,7 +394,8 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 		}
 	}
 	if btx.c.PgConn().TxStatus() == 'E' {
-		return &itemAborted{index: p.blamed, err: errs[p.blamed]}
+		items[p.blamed].pre = errs[p.blamed]
+		return fmt.Errorf("%w %d: %w", errItemAborted, p.blamed, errs[p.blamed])
 	}
 	for i, err := range errs {
 		switch {
@@ -427,8 +409,8 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	return nil
 }
 
-// runItem runs one item through the resource's single write in tx, and sets its status and object.
-// old is the object it updates as it was locked, when it updates one.
+// runItem runs one item through the resource's single write in tx, and sets its status and object;
+// old is the object it updates, as locked.
 func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, bw batchWrites[T], t tenant, op string, it *batchItem[T], old *T) error {
 	var err error
 	switch {
@@ -487,8 +469,7 @@ func (p *pipeline) done() {
 }
 
 // flushIfAllWait sends, when no item is running, the waiting items' statements in item order as one
-// round trip, and wakes them. An error is every waiting item's; the first item whose statement
-// failed is blamed.
+// round trip, and wakes them with its error; the first item whose statement failed is blamed.
 func (p *pipeline) flushIfAllWait(ctx context.Context) {
 	if p.running > 0 || len(p.waiting) == 0 {
 		return
@@ -519,9 +500,8 @@ func (p *pipeline) flushIfAllWait(ctx context.Context) {
 	clear(p.pending)
 }
 
-// batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (with
-// its expansions, loaded for all of them at once), 207 when atomic is false and some failed; an
-// atomic batch of which some failed is answered 422 (412) with errBatchFailed.
+// batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (its
+// expansions loaded for all at once), 207 when some failed; an atomic one 422 (412) and errBatchFailed.
 func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items []*batchItem[T], atomic bool, exps []expansion) (answer, error) {
 	var objs []T
 	failed, preconditions := 0, 0
@@ -537,10 +517,7 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 		}
 	}
 	if atomic && failed > 0 {
-		f := answer{status: http.StatusUnprocessableEntity}
-		if preconditions == failed {
-			f.status = http.StatusPreconditionFailed
-		}
+		f := answer{status: map[bool]int{false: http.StatusUnprocessableEntity, true: http.StatusPreconditionFailed}[preconditions == failed]}
 		f.body = problemJSON(r, &apiError{Status: f.status, Code: "batch_failed",
 			Detail: fmt.Sprintf("%d of %d items failed; nothing was changed.", failed, len(items))})
 		f.body = append(f.body[:len(f.body)-2], `,"errors":[`...) // reopen the object
@@ -550,29 +527,20 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			}
 			ae := it.problem()
 			for _, fe := range ae.Errors {
-				if f.body[len(f.body)-1] != '[' {
-					f.body = append(f.body, ',')
-				}
 				index := int64(i)
 				f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
-				f.body = appendCandidates(f.body, it.candidates)
+				f.body = append(appendCandidates(f.body, it.candidates), ',')
 			}
 		}
-		f.body = append(f.body, "]}\n"...)
+		f.body = append(f.body[:len(f.body)-1], "]}\n"...) // over the last entry's comma: one item failed at least
 		return f, errBatchFailed
 	}
 	rel, err := loadRelated[T, P](r.Context(), tx.read, t.companyID, exps, objs)
 	if err != nil {
 		return answer{}, err
 	}
-	a := answer{status: http.StatusOK, body: []byte(`{"data":[`)}
-	if failed > 0 {
-		a.status = http.StatusMultiStatus
-	}
+	a := answer{status: map[bool]int{false: http.StatusOK, true: http.StatusMultiStatus}[failed > 0], body: []byte(`{"data":[`)}
 	for i, it := range items {
-		if i > 0 {
-			a.body = append(a.body, ',')
-		}
 		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
 		switch {
 		case it.err != nil:
@@ -585,9 +553,9 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			a.body = append(appendString(append(a.body, `,"status":`...), it.status), `,"object":`...)
 			a.body = appendExpanded(a.body, P(&it.obj), exps, rel)
 		}
-		a.body = append(a.body, '}')
+		a.body = append(a.body, "},"...)
 	}
-	a.body = append(a.body, "]}\n"...)
+	a.body = append(a.body[:len(a.body)-1], "]}\n"...) // over the last item's comma: a batch has one at least
 	return a, nil
 }
 
@@ -596,13 +564,7 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 	if candidates == nil {
 		return b
 	}
-	b = append(b[:len(b)-1], `,"candidates":[`...)
-	for i, c := range candidates {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, c...)
-	}
+	b = append(append(b[:len(b)-1], `,"candidates":[`...), bytes.Join(candidates, []byte{','})...)
 	return append(b, "]}"...)
 }
 
@@ -616,10 +578,9 @@ func (it *batchItem[T]) problem() *apiError {
 			ae.Errors[0].Field = "ifMatch"
 		}
 	}
-	errs := make([]fieldError, len(ae.Errors))
+	ae.Errors = slices.Clone(ae.Errors) // the error's own stay as they are
 	for i, fe := range ae.Errors {
-		errs[i] = fieldError{Field: strings.TrimSuffix(it.at+"."+fe.Field, "."), Message: fe.Message}
+		ae.Errors[i].Field = strings.TrimSuffix(it.at+"."+fe.Field, ".")
 	}
-	ae.Errors = errs
 	return &ae
 }

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -136,29 +135,24 @@ func (f *customField) applyOptions(raw json.RawMessage) string {
 		if msg != "" {
 			return fmt.Sprintf("[%d].label %s", i, msg)
 		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendObject(b, "value", &o.Value, "label", &label)
+		b = append(appendObject(b, "value", &o.Value, "label", &label), ',')
 	}
-	f.Options = pgtype.Text{String: string(append(b, ']')), Valid: true}
+	f.Options = pgtype.Text{String: string(append(b[:len(b)-1], ']')), Valid: true} // over the last comma
 	return ""
 }
 
 // optionValues returns the values of the field's options.
-func (f *customField) optionValues() []string {
+func (f *customField) optionValues() (values []string) {
 	var opts []customOption
 	json.Unmarshal([]byte(f.Options.String), &opts) // written by applyOptions
-	values := make([]string, len(opts))
-	for i, o := range opts {
-		values[i] = o.Value
+	for _, o := range opts {
+		values = append(values, o.Value)
 	}
 	return values
 }
 
 // checkDefinition returns the fieldErrors of a definition whose members do not go together.
-func (f *customField) checkDefinition() error {
-	var errs fieldErrors
+func (f *customField) checkDefinition() (errs fieldErrors) {
 	isSelect := f.Type == "select" || f.Type == "multiSelect"
 	switch {
 	case isSelect && !f.Options.Valid:
@@ -169,10 +163,7 @@ func (f *customField) checkDefinition() error {
 	if _, ok := uniqueModes[f.Type]; f.Unique && !ok {
 		errs = append(errs, fieldError{Field: "unique", Message: "is only for text, email, url and number fields"})
 	}
-	if errs != nil {
-		return errs
-	}
-	return nil
+	return errs
 }
 
 var customFields = &resource{path: "/v1/customFields", table: "custom_fields",
@@ -184,13 +175,12 @@ func conflict(code, detail string) *apiError {
 	return &apiError{Status: http.StatusConflict, Code: code, Detail: detail}
 }
 
-// createCustomField stores a new field definition f of the company in tx. Its key taken by a live
-// field of the object is 409 field_key_taken; the object's 200th field is the last (422
-// field_limit); a required field on an object that has objects is 409 field_values_conflict. Creates
-// of one company take turns (an advisory lock), so that the limit holds.
+// createCustomField stores f, a new field of the company, in tx: 409 field_key_taken when a live field
+// of the object has its key, 422 field_limit past maxCustomFields, 409 field_values_conflict when it is
+// required and the object has objects. A company's creates take turns (an advisory lock): the limit holds.
 func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (customField, error) {
-	if err := f.checkDefinition(); err != nil {
-		return f, err
+	if errs := f.checkDefinition(); errs != nil {
+		return f, errs
 	}
 	var live int64
 	var hasObjects bool
@@ -211,17 +201,15 @@ func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (cu
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		RETURNING id, object, key, label, type, options, required, is_unique, created_at, updated_at`
 	err := tx.queryRow(ctx, insert, []any{t.companyID, f.Object, f.Key, f.Label, f.Type, f.Options, f.Required, f.Unique}, f.scanDest()...)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
+	if pgCode(err) == "23505" {
 		return f, conflict("field_key_taken", fmt.Sprintf("The %s field key %q is taken by a live field.", f.Object, f.Key))
 	}
 	return f, err
 }
 
-// updateCustomField applies p (label, options, required, unique) to the company's field id in tx.
-// object, key and type are fixed (422). Removing an option a stored value holds is 409
-// option_in_use; making a field required or unique that stored values break is 409
-// field_values_conflict.
+// updateCustomField applies p (label, options, required, unique) to the company's field id in tx;
+// object, key and type are fixed (422). 409 option_in_use: it removes an option stored values hold;
+// 409 field_values_conflict: it makes the field required or unique, and stored values break that.
 func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch) (customField, error) {
 	var fixed fieldErrors
 	for _, name := range []string{"object", "key", "type"} {
@@ -236,8 +224,8 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 	if err != nil || !changed {
 		return f, err
 	}
-	if err := f.checkDefinition(); err != nil {
-		return f, err
+	if errs := f.checkDefinition(); errs != nil {
+		return f, errs
 	}
 	args := []any{t.companyID, id}
 	if removed := slices.DeleteFunc(old.optionValues(), func(v string) bool { return slices.Contains(f.optionValues(), v) }); len(removed) > 0 {
@@ -263,15 +251,11 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 		}
 	}
 	if f.Unique != old.Unique {
-		mode := int16(0)
-		if f.Unique {
-			mode = uniqueModes[f.Type]
-		}
+		mode := map[bool]int16{true: uniqueModes[f.Type]}[f.Unique] // 0: not unique
 		// The partial UNIQUE indexes of schema/0012 refuse values that are already there twice.
 		err := tx.queryRow(ctx, `WITH u AS (UPDATE custom_values SET unique_mode = $3 WHERE company_id = $1 AND field_id = $2 RETURNING 1)
 			SELECT count(*) FROM u`, append(args, mode), new(int64))
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" {
+		if pgCode(err) == "23505" {
 			return f, conflict("field_values_conflict", "The field cannot be unique: stored values repeat.")
 		} else if err != nil {
 			return f, err
@@ -283,12 +267,10 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 	return f, tx.queryRow(ctx, q, append(args, f.Label, f.Options, f.Required, f.Unique), &f.UpdatedAt)
 }
 
-// handleCustomFieldDelete answers DELETE /v1/customFields/{id}: 204. The definition goes at once,
-// and with it its values from every object (they are no longer rendered, and a new field with the
-// key starts empty); purgeCustomValues removes their rows later.
+// handleCustomFieldDelete answers DELETE /v1/customFields/{id}: 204. The field and its values go at
+// once (a new field with its key starts empty); purgeCustomValues removes their rows later.
 func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
 		wr := startWrite(w, r, customFields, log, nil)
 		if wr == nil {
 			return
@@ -297,7 +279,7 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 			var n int64
 			const q = `WITH d AS (UPDATE custom_fields SET deleted_at = now() WHERE company_id = $1 AND id = $2
 				AND deleted_at IS NULL RETURNING 1) SELECT count(*) FROM d`
-			if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &n); err != nil || n == 0 {
+			if err := tx.queryRow(r.Context(), q, []any{tenantOf(r).companyID, wr.id}, &n); err != nil || n == 0 {
 				return answer{}, cmp.Or(err, errNotFound)
 			}
 			return answer{status: http.StatusNoContent}, nil
@@ -309,11 +291,11 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 // field's definition once none is left. The server runs it in the background (deleteInBatches).
 func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
 	var companyID, fieldID int64
-	err := s.db.QueryRowContext(ctx, `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`).Scan(&companyID, &fieldID)
-	if errors.Is(err, sql.ErrNoRows) {
+	const q = `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`
+	switch err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); {
+	case errors.Is(err, sql.ErrNoRows):
 		return 0, nil
-	}
-	if err != nil {
+	case err != nil:
 		return 0, err
 	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
@@ -336,14 +318,12 @@ type customValues struct {
 	w    *customWrite // what a body set and checkCustom made of it: nil on an object only read
 }
 
-// customWrite is what a write of custom needs beyond the JSON. It lives apart, so that the objects of
-// a list carry none of it.
+// customWrite is what a write of custom needs beyond the JSON: apart, so a list's objects carry none.
 type customWrite struct {
-	sent   []string    // the keys a body's custom set: checkCustom checks json and sets what follows
-	stored pgtype.Text // {"fieldID": value, ...} of the set values, for the row's custom column
-	rows   []customRow // the values for custom_values
-	fields []int64     // the fields whose custom_values rows the write replaces
-	keys   map[int64]string
+	sent   []string         // the keys a body's custom set: checkCustom checks json and sets what follows
+	stored pgtype.Text      // {"fieldID": value, ...} of the set values, for the row's custom column
+	rows   []customRow      // the values for custom_values
+	keys   map[int64]string // the fields whose custom_values rows the write replaces: their keys by id
 }
 
 // stored is the custom column a write stores: what checkCustom made, or NULL to keep the row's.
@@ -369,14 +349,13 @@ type customRow struct {
 	n       int16 // of a multiSelect's values
 }
 
-// customColumns is the SQL of the two columns custom is read from, for the select of a resource of
-// table: the company's live fields of object, "id:key,..." in id order or NULL when there are none
-// (it does not depend on the row, so it runs once a statement), and the row's values by field id,
-// which storedCustom renders in Go. Rendering them in SQL, a subquery a row, cost a company without
-// fields 18% of its list100 throughput (`make bench BASELINE=eed379d BENCH_ONLY=list100`). The
-// EXISTS, which changes no answer, keeps PostgreSQL's plan cache on a generic plan: without it every
-// list statement was planned anew, 0.1 ms more, and a page of 100 cost the backend 550 us of CPU
-// against 360 us with it (2,000 runs in psql, /proc's CPU time of the backend).
+// customColumns is the SQL of the two columns custom is read from in table: the company's live fields
+// of object, "id:key,..." by id or NULL (it does not depend on the row, so it runs once a statement),
+// and the row's values by field id; storedCustom renders custom in Go. Rendering it in SQL, with a
+// subquery a row, cost a company without fields 18% of its list100 throughput (`make bench
+// BASELINE=eed379d BENCH_ONLY=list100`). The EXISTS, which changes no answer, keeps PostgreSQL's plan
+// cache on a generic plan: without it a list statement was planned anew each time, and a page of 100
+// cost the backend 550 us of CPU against 360 us (2,000 runs in psql, the backend's CPU time in /proc).
 func customColumns(table, object string) string {
 	live := `FROM custom_fields f WHERE f.company_id = $1 AND f.object = '` + object + `' AND f.deleted_at IS NULL`
 	return `CASE WHEN EXISTS (SELECT ` + live + `) THEN (SELECT string_agg(f.id || ':' || f.key, ',' ORDER BY f.id) ` +
@@ -400,17 +379,11 @@ func (s *storedCustom) ScanText(v pgtype.Text) error {
 	b := []byte{'{'}
 	for def := range bytes.SplitSeq(cv.defs, []byte{','}) {
 		id, key, _ := bytes.Cut(def, []byte{':'})
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
 		b = append(appendString(b, string(key)), ':')
-		if i := slices.IndexFunc(values, func(m member) bool { return m.name == string(id) }); i >= 0 {
-			b = append(b, values[i].raw...)
-		} else {
-			b = append(b, "null"...)
-		}
+		raw := memberRaw(values, string(id)) // nil: the row holds no value of the field
+		b = append(append(appendNull(b, raw != nil), raw...), ',')
 	}
-	cv.json = append(b, '}')
+	cv.json = append(b[:len(b)-1], '}') // over the last comma: defs names a field at least
 	return nil
 }
 
@@ -432,6 +405,7 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 		return `must be an object of custom field values, such as {"tier": "gold"}`
 	}
 	cur, _, _ := jsonMembers(cv.json)
+	cv.w = &customWrite{sent: []string{}}
 	for _, m := range patch {
 		var c bytes.Buffer
 		json.Compact(&c, m.raw)
@@ -440,11 +414,9 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 		} else {
 			cur = append(cur, member{m.name, c.Bytes()})
 		}
-	}
-	cv.json, cv.w = appendMembers(nil, cur), &customWrite{sent: []string{}}
-	for _, m := range patch {
 		cv.w.sent = append(cv.w.sent, m.name)
 	}
+	cv.json = appendMembers(nil, cur)
 	return ""
 }
 
@@ -468,11 +440,10 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 		return "", false // not a custom sort: id
 	}
 	members, _, _ := jsonMembers(cv.json)
-	i := slices.IndexFunc(members, func(m member) bool { return m.name == key })
-	if i < 0 || isNull(members[i].raw) {
+	raw := memberRaw(members, key)
+	if raw == nil || isNull(raw) {
 		return "", true
 	}
-	raw := members[i].raw
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return string(raw), false // a number, a user id, a boolean
@@ -484,36 +455,32 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 	return s, false
 }
 
+// fieldsOfObject selects the company's ($1) live fields of an object ($2), by id.
+var fieldsOfObject = customFields.selectSQL + ` AND object = $2 ORDER BY id`
+
 // loadCustomFields reads the company's live fields of object, by id.
 func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string) ([]customField, error) {
 	fields := []customField{}
-	err := rd(ctx, customFieldsRead(&fields, companyID, object))
+	err := rd(ctx, rowsInto[customField](&fields, fieldsOfObject, companyID, object))
 	return fields, err
 }
 
-// customFieldsRead is the read of the company's live fields of object, by id, into *out.
-func customFieldsRead(out *[]customField, companyID int64, object string) read {
-	return rowsInto[customField](out, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object)
-}
-
-// queueCustomFields queues the read of the company's live fields of object with the write's next
-// round trip, for checkCustom, when the write needs them: a create (members nil) always, an update
-// when its merge patch members set custom. So they cost the write no round trip of their own. They
-// are there once that round trip has returned: the write must send one before checkCustom.
+// queueCustomFields queues the read of the company's live fields of object, for checkCustom, with the
+// write's next round trip (so they cost none of their own), when the write needs them: a create
+// (members nil) always, an update whose patch sets custom. The write must send one before checkCustom.
 func queueCustomFields(tx *tx, companyID int64, object string, members []member) *[]customField {
 	if members != nil && !hasMember(members, "custom") {
 		return nil
 	}
 	fields := []customField{}
-	tx.queueRead(customFieldsRead(&fields, companyID, object))
+	tx.queueRead(rowsInto[customField](&fields, fieldsOfObject, companyID, object))
 	return &fields
 }
 
-// checkCustom checks the custom values of an object of kind object that a body set (cv.w.sent) against
-// the company's fields in tx, and makes cv's stored JSON and rows; an object created without custom
-// gets every field null, and its required fields are errors. Each error names custom.<key>. When
-// objectID is not 0 (an update), it writes the changed values' rows too (saveCustom). read, when
-// not nil, holds the company's fields of object that the write read already (customFieldsRead).
+// checkCustom checks the custom values a body set (cv.w.sent) on an object of kind object against the
+// company's fields (read: those queueCustomFields read, or nil), and makes cv's JSON, column and rows;
+// a create without custom gets every field null, its required ones errors (each named custom.<key>).
+// An update (objectID not 0) also writes the changed values' rows (saveCustom).
 func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, read *[]customField) error {
 	create, sent := objectID == 0, []string(nil)
 	if cv.w != nil {
@@ -537,15 +504,10 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	}
 	out := make([]member, 0, len(fields))
 	stored := []member{}
-	var users []int64
+	var userFields, users []int64 // the fields of type user the write sets, and their values
 	cv.w = &customWrite{keys: map[int64]string{}}
 	for _, f := range fields {
-		i := slices.IndexFunc(values, func(m member) bool { return m.name == f.Key })
-		raw := json.RawMessage("null")
-		if i >= 0 {
-			raw = values[i].raw
-		}
-		value, rows, msg := f.checkValue(raw)
+		value, rows, msg := f.checkValue(memberRaw(values, f.Key))
 		if msg == "" && f.Required && isNull(value) {
 			msg = "is required"
 		}
@@ -558,17 +520,22 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 			stored = append(stored, member{strconv.FormatInt(f.ID, 10), value})
 		}
 		if create || slices.Contains(sent, f.Key) {
-			cv.w.fields, cv.w.keys[f.ID] = append(cv.w.fields, f.ID), f.Key
+			cv.w.keys[f.ID] = f.Key
 			cv.w.rows = append(cv.w.rows, rows...)
 			if f.Type == "user" && len(rows) > 0 {
-				users = append(users, f.ID)
+				n, _ := strconv.ParseInt(rows[0].num.String, 10, 64)
+				userFields, users = append(userFields, f.ID), append(users, n)
 			}
 		}
 	}
 	if errs == nil && len(users) > 0 {
-		errs, err = checkCustomUsers(ctx, tx, companyID, cv, users)
-		if err != nil {
+		var missing []fieldID
+		const q = `SELECT f FROM unnest($2::bigint[], $3::bigint[]) AS v (f, u) WHERE NOT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = v.u)`
+		if err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, userFields, users)); err != nil {
 			return err
+		}
+		for _, f := range missing {
+			errs = append(errs, fieldError{Field: "custom." + cv.w.keys[int64(f)], Message: "is not a user of the company"})
 		}
 	}
 	if errs != nil {
@@ -582,53 +549,29 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	return nil
 }
 
-// checkCustomUsers returns an error for each value of the fields of type user that is not a user of
-// the company.
-func checkCustomUsers(ctx context.Context, tx *tx, companyID int64, cv *customValues, users []int64) (fieldErrors, error) {
-	var fields, ids []int64
-	for _, r := range cv.w.rows {
-		if n, _ := strconv.ParseInt(r.num.String, 10, 64); slices.Contains(users, r.fieldID) {
-			fields, ids = append(fields, r.fieldID), append(ids, n)
-		}
-	}
-	var missing []fieldID
-	const q = `SELECT f FROM unnest($2::bigint[], $3::bigint[]) AS v (f, u) WHERE NOT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = v.u)`
-	var errs fieldErrors
-	err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, fields, ids))
-	for _, f := range missing {
-		errs = append(errs, fieldError{Field: "custom." + cv.w.keys[int64(f)], Message: "is not a user of the company"})
-	}
-	return errs, err
-}
-
-// saveCustom replaces the custom_values rows of the fields a write set on the company's object id
-// with cv's, in tx. A unique value that another object holds is a fieldError naming it: the
-// database decides between concurrent writes (ON CONFLICT DO NOTHING waits for the other
-// transaction), and the loser finds the winner committed. Round trips: the DELETE goes with the
-// INSERT, which waits only when a value is unique.
+// saveCustom replaces the custom_values rows of the fields a write set on the company's object id with
+// cv's, in tx. A unique value another object holds is a fieldError naming it: ON CONFLICT DO NOTHING
+// waits for a concurrent writer's transaction, and the loser finds the winner committed. Round trips:
+// the DELETE goes with the INSERT, which waits only when a value is unique.
 func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
-	if len(cv.w.fields) == 0 {
+	if len(cv.w.keys) == 0 {
 		return nil
 	}
-	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`, companyID, objectID, cv.w.fields)
+	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`,
+		companyID, objectID, slices.Collect(maps.Keys(cv.w.keys)))
 	if len(cv.w.rows) == 0 {
 		return nil
 	}
-	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES `
 	args := []any{companyID, objectID}
-	var unique []customRow
-	for i, r := range cv.w.rows {
-		if i > 0 {
-			q += ", "
-		}
+	var values []string
+	for _, r := range cv.w.rows {
 		n := len(args)
-		q += fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6)
+		values = append(values, fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6))
 		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n)
-		if r.unique != 0 {
-			unique = append(unique, r)
-		}
 	}
-	if len(unique) == 0 {
+	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES ` +
+		strings.Join(values, ", ")
+	if !slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 }) {
 		tx.queue(q, args...)
 		return nil
 	}
@@ -637,8 +580,8 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		return err
 	}
 	var errs fieldErrors
-	for _, r := range unique {
-		if slices.Contains(inserted, fieldID(r.fieldID)) {
+	for _, r := range cv.w.rows {
+		if r.unique == 0 || slices.Contains(inserted, fieldID(r.fieldID)) {
 			continue
 		}
 		var holder int64
@@ -655,11 +598,11 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	return nil
 }
 
-// checkValue checks raw, a JSON value sent for field f, and returns it as the API writes it, with
-// its rows of custom_values, or what is wrong with it.
+// checkValue checks raw, a JSON value sent for field f (nil: none), and returns it as the API writes
+// it, with its rows of custom_values, or what is wrong with it.
 func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []customRow, string) {
-	if isNull(raw) {
-		return raw, nil, ""
+	if raw == nil || isNull(raw) {
+		return json.RawMessage("null"), nil, ""
 	}
 	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique]}
 	var msg string
@@ -747,10 +690,9 @@ func parseNumber(s string) (string, string) {
 	return s, ""
 }
 
-// customSortAndFilters adds to lq the custom.<key> filters and the sort by a custom field that
-// the list request of res asked for (lq.custom), with the company's fields of res's object. An
-// unknown key, a bad value, or an operator or sort the field's type lacks is 400 naming the
-// parameter.
+// customSortAndFilters adds to lq the custom.<key> filters and sort that the list request of res asked
+// for (lq.custom), with the company's fields of res's object. An unknown key, a bad value, or an
+// operator or sort the field's type lacks is 400 naming the parameter.
 func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *resource, lq *listQuery) error {
 	if len(lq.custom) == 0 {
 		return nil
@@ -831,18 +773,16 @@ func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table 
 	values := fmt.Sprintf(`FROM custom_values WHERE company_id = $1 AND field_id = %d AND %s IS NOT NULL AND %s %s(%%s%s)`,
 		f.ID, bare, col, sqlOp, map[string]string{"num_value": "::numeric"}[bare])
 	lq.where(table+".id IN (SELECT object_id "+values+")", arg)
-	// An object holds a value at most once, and only a live object holds one (the delete trigger of
-	// schema/0012), so the values count the objects: where this filter is the only one, a count reads
-	// the index of the values alone, not also the objects' primary key for a semi-join. It pays: at a
-	// million contacts, the count of custom.tier=gold (a third of them) went from 4.99x the time of
-	// stageId='s to 0.75x (make bench BENCH_CUSTOM=1 BENCH_CONTACTS=1000000, paired medians).
+	// An object holds a value at most once, and only a live one (schema/0012's delete trigger), so
+	// where this filter is the only one a count reads the values' index alone, with no semi-join on
+	// the objects' primary key: at a million contacts, custom.tier=gold (a third) went from 4.99x the
+	// time of stageId='s count to 0.75x (make bench BENCH_CUSTOM=1 BENCH_CONTACTS=1000000, paired medians).
 	lq.countValues = "SELECT count(*) " + fmt.Sprintf(values, "$"+strconv.Itoa(len(lq.args)+1))
 	lq.binding += param + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
 
-// takeCustom moves the custom.<key> parameters and a sort=custom.<key> out of q, for
-// customSortAndFilters, which needs the company's fields.
+// takeCustom moves custom.<key> parameters and sort=custom.<key> out of q, for customSortAndFilters.
 func takeCustom(q url.Values) url.Values {
 	custom := url.Values{}
 	for name, v := range q {
@@ -860,9 +800,8 @@ func takeCustom(q url.Values) url.Values {
 //go:embed api/openapi.json
 var openAPIDocument []byte
 
-// handleCustomOpenAPI answers GET /v1/openapi.json: without a key, the embedded document, whose
-// custom is a free-form object; with a key, the document with custom described by the company's own
-// fields, so that a client generated from it is typed. A key that is not valid is 401.
+// handleCustomOpenAPI answers GET /v1/openapi.json: the embedded document (custom a free-form object),
+// or with a key, custom typed by the company's fields, for generated clients. A bad key is 401.
 func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("x-api-key") == "" {
@@ -933,21 +872,17 @@ func (f *customField) jsonSchema() map[string]any {
 	return s
 }
 
-// customSortSQL returns the statement maker of a list page sorted by the custom field fieldID,
-// whose values are col of custom_values. Objects with a value come in the order of the index of
-// col (company_id, field_id, col, object_id), the others by id, as two parts, the values first
-// ascending and last descending: each part is an index walk that stops at the page's end, where one
-// ORDER BY over the whole table would sort every object of the company.
+// customSortSQL returns the statement maker of a list page sorted by the custom field fieldID, whose
+// values are col of custom_values: the objects with a value in the order of col's index (company_id,
+// field_id, col, object_id), then the others by id (reversed descending). Each part is an index walk
+// that stops at the page's end, where one ORDER BY would sort every object of the company.
 func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind keyKind) func(string, int64) (string, []any) {
 	return func(base string, companyID int64) (string, []any) {
-		args := append([]any{companyID}, lq.args...)
+		unset, args := lq.countSQL(base, companyID) // base and the filters
+		conds := unset[len(base):]
 		param := func(v any, cast string) string {
 			args = append(args, v)
 			return "$" + strconv.Itoa(len(args)) + cast
-		}
-		conds := ""
-		for _, c := range lq.conds {
-			conds += " AND " + c
 		}
 		dir, cmp := "", " > "
 		if lq.desc {
@@ -957,7 +892,7 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		head := base[:strings.LastIndex(base, "FROM "+table+" WHERE company_id = $1")]
 		valued := head + "FROM custom_values v JOIN " + table + " ON " + table + ".company_id = $1 AND " + table + ".id = v.object_id" +
 			" WHERE v.company_id = $1 AND v.field_id = " + field + " AND v." + bare + " IS NOT NULL" + conds
-		unset := base + conds + " AND NOT EXISTS (SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = " + field +
+		unset += " AND NOT EXISTS (SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = " + field +
 			" AND v.object_id = " + table + ".id AND v." + bare + " IS NOT NULL)"
 		a := lq.after
 		switch {
@@ -969,18 +904,14 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		limit := param(lq.limit+1, "")
 		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
 		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
-		parts := []string{valued, unset}
 		switch {
 		case a != nil && a.null && !lq.desc: // past the values
-			parts = parts[1:]
+			return unset, args
 		case a != nil && !a.null && lq.desc: // past the objects without a value
-			parts = parts[:1]
-		case lq.desc:
-			parts = []string{unset, valued}
+			return valued, args
+		case lq.desc: // the objects without a value first
+			return unset + " UNION ALL " + valued + " LIMIT " + limit, args
 		}
-		if len(parts) == 1 {
-			return parts[0], args
-		}
-		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
+		return valued + " UNION ALL " + unset + " LIMIT " + limit, args
 	}
 }
