@@ -88,11 +88,7 @@ type read struct {
 	rows func(rows) error
 }
 
-type rows interface { // of a read, from pgx
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
+type rows = pgx.Rows // of a read
 
 // reader runs reads: store.read on the pool, or tx.read inside a write's transaction.
 type reader func(ctx context.Context, reads ...read) error
@@ -170,7 +166,7 @@ func (t *tx) queueRow(q string, args []any, check func(pgx.Row) error) {
 
 // queueRead queues r, whose rows it reads when the round trip that sends it returns.
 func (t *tx) queueRead(r read) {
-	t.queued.Queue(r.sql, r.args...).Query(func(rs pgx.Rows) error { return r.rows(rs) })
+	t.queued.Queue(r.sql, r.args...).Query(r.rows)
 }
 
 // read sends what is queued and then reads, in one round trip: the reader of a write's transaction,
