@@ -99,7 +99,17 @@ type reader func(ctx context.Context, reads ...read) error
 // reading through database/sql (20,000 contacts, wrk -c32, 3 paired rounds) measured list100 1.41x,
 // retrieve+5 1.41x, list100+5 1.26x, retrieve 1.04x.
 func (s *store) read(ctx context.Context, reads ...read) error {
-	return s.withConn(ctx, func(c *pgx.Conn) error { return sendReads(ctx, c, reads) })
+	return s.withConn(ctx, func(c *pgx.Conn) error {
+		if len(reads) != 1 {
+			return (&tx{c: c}).read(ctx, reads...) // a batch, as a write's reads go
+		}
+		rows, err := c.Query(ctx, reads[0].sql, reads[0].args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return reads[0].rows(rows)
+	})
 }
 
 // withConn runs f on pgx's own connection under the pool (conn.Raw). When f fails having sent
@@ -125,20 +135,6 @@ func (s *store) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 			return err
 		}
 	}
-}
-
-// sendReads sends reads on c: one as a plain query, several as a batch.
-func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
-	if len(reads) == 1 {
-		rows, err := c.Query(ctx, reads[0].sql, reads[0].args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		return reads[0].rows(rows)
-	}
-	t := tx{c: c} // a batch, as a write's reads go
-	return t.read(ctx, reads...)
 }
 
 // tx is the transaction of a write (store.write), on pgx's own connection as in store.read. A
