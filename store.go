@@ -405,35 +405,30 @@ func (s *store) migrate(ctx context.Context) ([]int, error) {
 
 // applyMigration applies m and records it, in one transaction under the migration lock, unless it
 // is recorded already.
-func (s *store) applyMigration(ctx context.Context, m migration) (bool, error) {
+func (s *store) applyMigration(ctx context.Context, m migration) (applied bool, err error) {
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`
 	const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback()
-	// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, create); err != nil {
-		return false, err
-	}
-	res, err := tx.ExecContext(ctx, record, m.version, m.name)
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); n == 0 || err != nil { // no row: recorded already
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, err
-	}
-	return true, tx.Commit()
+	err = s.withConn(ctx, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, create); err != nil {
+				return err
+			}
+			if tag, err := tx.Exec(ctx, record, m.version, m.name); err != nil || tag.RowsAffected() == 0 {
+				return err // no row: recorded already
+			}
+			_, err := tx.Exec(ctx, m.sql)
+			applied = err == nil
+			return err
+		})
+	})
+	return applied, err
 }
 
 // schemaVersion returns the newest applied schema version (0 for an empty database).
