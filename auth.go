@@ -170,21 +170,16 @@ func (a *authenticator) forget(hash []byte) {
 	a.mu.Unlock()
 }
 
-// needsKey reports whether a path is part of the keyed API: everything under /v1/ except the
-// OpenAPI document.
-func needsKey(path string) bool {
-	return strings.HasPrefix(path, "/v1/") && path != "/v1/openapi.json"
-}
-
 var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Detail: "A valid API key is required in the x-api-key header."}
 
-// withAuth maps the x-api-key header to a tenant for every keyed path. A missing, unknown or revoked
-// key, or two headers, get the same 401 and count as failures of the client's address; an address
-// over the failure limit gets 429 for them instead, but a valid key is served from any address.
+// withAuth maps the x-api-key header to a tenant for every keyed path: all under /v1/ but the OpenAPI
+// document. A missing, unknown or revoked key, or two headers, get the same 401 and count as failures
+// of the client's address; an address over the failure limit gets 429 for them instead, but a valid
+// key is served from any address.
 func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !needsKey(r.URL.Path) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1/openapi.json" {
 			next.ServeHTTP(w, r)
 			return
 		}

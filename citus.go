@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // distribute ends migrate on a database with the citus extension (docs/scaling.md): every table with
@@ -24,11 +26,6 @@ func (s *store) distribute(ctx context.Context) error {
 	if err != nil || !citus {
 		return err
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
 	// The migration lock, and two settings for this transaction (set_config's true: SET LOCAL).
 	// Sequential: the shards of the transaction's DDL are made over one connection a worker, so that
 	// the foreign keys made later in it see them. Unsafe triggers: Citus's name for triggers on
@@ -36,9 +33,6 @@ func (s *store) distribute(ctx context.Context) error {
 	// of the row it fires for, which are on the same worker.
 	const setUp = `SELECT pg_advisory_xact_lock($1), set_config('citus.multi_shard_modify_mode', 'sequential', true),
 		set_config('citus.enable_unsafe_triggers', 'on', true)`
-	if _, err := tx.ExecContext(ctx, setUp, migrationLock); err != nil {
-		return err
-	}
 	// In order: a new cursor key (when the events move); drop the foreign keys of the tables Citus
 	// does not have yet, their count triggers off, the reference tables, the others distributed, the
 	// triggers on, the keys made again.
@@ -71,26 +65,22 @@ func (s *store) distribute(ctx context.Context) error {
 			SELECT 0, $$UPDATE server_secrets SET value = sha256(convert_to(gen_random_uuid()::text ||
 				gen_random_uuid()::text, 'UTF8')) WHERE name = 'cursor'$$ FROM todo WHERE oid = 'events'::regclass) AS s
 		ORDER BY step, q`
-	rows, err := tx.QueryContext(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	var stmts []string // collected first: tx runs no statement while rows is open
-	for rows.Next() {
-		var stmt string
-		if err := rows.Scan(&stmt); err != nil {
-			return err
-		}
-		stmts = append(stmts, stmt)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, stmt := range stmts {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("citus: %s: %w", stmt, err)
-		}
-	}
-	return tx.Commit()
+	return s.withConn(ctx, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, setUp, migrationLock); err != nil {
+				return err
+			}
+			rows, _ := tx.Query(ctx, q) // an error is CollectRows's
+			stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, stmt := range stmts {
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("citus: %s: %w", stmt, err)
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -191,12 +191,11 @@ func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel rel
 		b = appendString(b, e.name)
 		b = append(b, ':')
 		id, ok := v.relatedID(e.name)
-		obj, found := rel[e.kind][id]
-		if !ok || !found {
+		if obj, found := rel[e.kind][id]; ok && found {
+			b = append(b, obj...)
+		} else {
 			b = append(b, "null"...)
-			continue
 		}
-		b = append(b, obj...)
 	}
 	return append(b, '}')
 }

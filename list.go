@@ -198,7 +198,11 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		case i >= 0:
 			lq.sort = &s.sorts[i]
 		case name != "id": // id is byID, the default
-			return nil, badParam("sort", "must be one of "+s.sortNames()+", with - in front for descending")
+			names := []string{"id"}
+			for _, f := range s.sorts {
+				names = append(names, f.name)
+			}
+			return nil, badParam("sort", "must be one of "+strings.Join(names, ", ")+", with - in front for descending")
 		}
 		lq.desc, lq.binding = desc, "sort="+strconv.Quote(v[0])+"\n"
 	}
@@ -214,15 +218,6 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 
 // likeEscaper makes a text match itself in a LIKE pattern (whose escape character is \).
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
-// sortNames lists the names sort takes, for the message of a bad one.
-func (s *listSpec) sortNames() string {
-	names := []string{"id"}
-	for _, f := range s.sorts {
-		names = append(names, f.name)
-	}
-	return strings.Join(names, ", ")
-}
 
 // where adds a condition; %s in cond is the placeholder of arg.
 func (lq *listQuery) where(cond string, arg any) {

@@ -9,14 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -123,28 +121,19 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// envVars names the variable that sets each flag that has one.
-var envVars = map[string]string{
-	"addr":                "ROLODEX_ADDR",
-	"database-url":        "DATABASE_URL",
-	"db-max-conns":        "ROLODEX_DB_MAX_CONNS",
-	"rate-limit":          "ROLODEX_RATE_LIMIT",
-	"auth-failure-limit":  "ROLODEX_AUTH_FAILURE_LIMIT",
-	"event-retention":     "ROLODEX_EVENT_RETENTION",
-	"trusted-proxies":     "ROLODEX_TRUSTED_PROXIES",
-	"webhook-allow-cidrs": "ROLODEX_WEBHOOK_ALLOW_CIDRS",
-	"webhook-backoff":     "ROLODEX_WEBHOOK_BACKOFF",
-	"webhook-slots":       "ROLODEX_WEBHOOK_SLOTS",
-	"metrics-addr":        "ROLODEX_METRICS_ADDR",
-	"statement-timeout":   "ROLODEX_STATEMENT_TIMEOUT",
-	"shutdown-timeout":    "ROLODEX_SHUTDOWN_TIMEOUT",
-}
+// envVars are the variables that set flags, in the order of the flags' names: each sets the flag
+// its words after ROLODEX_ name, in lower case joined by "-" (ROLODEX_RATE_LIMIT: -rate-limit).
+var envVars = []string{"ROLODEX_ADDR", "ROLODEX_AUTH_FAILURE_LIMIT", "DATABASE_URL", "ROLODEX_DB_MAX_CONNS",
+	"ROLODEX_EVENT_RETENTION", "ROLODEX_METRICS_ADDR", "ROLODEX_RATE_LIMIT", "ROLODEX_SHUTDOWN_TIMEOUT",
+	"ROLODEX_STATEMENT_TIMEOUT", "ROLODEX_TRUSTED_PROXIES", "ROLODEX_WEBHOOK_ALLOW_CIDRS",
+	"ROLODEX_WEBHOOK_BACKOFF", "ROLODEX_WEBHOOK_SLOTS"}
 
 // parseFlags sets each flag of fs that has a variable from it, then parses args, so a flag wins over
 // its variable and a bad value in either is an error. It rejects positional arguments beyond want.
 func parseFlags(fs *flag.FlagSet, getenv func(string) string, args []string, want int) error {
-	for _, name := range slices.Sorted(maps.Keys(envVars)) {
-		f, env := fs.Lookup(name), envVars[name]
+	for _, env := range envVars {
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, "ROLODEX_"), "_", "-"))
+		f := fs.Lookup(name)
 		if f == nil {
 			continue
 		}

@@ -50,12 +50,11 @@ func newRateLimiter(perSecond int) *rateLimiter {
 	if perSecond <= 0 {
 		return nil
 	}
-	burst := 2 * perSecond
 	return &rateLimiter{
-		rate: float64(perSecond), burst: float64(burst), now: time.Now,
+		rate: float64(perSecond), burst: float64(2 * perSecond), now: time.Now,
 		buckets: make(map[limitKey]bucket),
-		// The bucket holds q requests and refills from empty in w seconds.
-		policy: fmt.Sprintf(`"per-key";q=%d;w=%d`, burst, burst/perSecond),
+		// The bucket holds q requests and refills from empty in w seconds: 2, as burst is 2 × rate.
+		policy: fmt.Sprintf(`"per-key";q=%d;w=2`, 2*perSecond),
 	}
 }
 

@@ -88,11 +88,7 @@ type read struct {
 	rows func(rows) error
 }
 
-type rows interface { // of a read, from pgx
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
+type rows = pgx.Rows // of a read
 
 // reader runs reads: store.read on the pool, or tx.read inside a write's transaction.
 type reader func(ctx context.Context, reads ...read) error
@@ -103,7 +99,17 @@ type reader func(ctx context.Context, reads ...read) error
 // reading through database/sql (20,000 contacts, wrk -c32, 3 paired rounds) measured list100 1.41x,
 // retrieve+5 1.41x, list100+5 1.26x, retrieve 1.04x.
 func (s *store) read(ctx context.Context, reads ...read) error {
-	return s.withConn(ctx, func(c *pgx.Conn) error { return sendReads(ctx, c, reads) })
+	return s.withConn(ctx, func(c *pgx.Conn) error {
+		if len(reads) != 1 {
+			return (&tx{c: c}).read(ctx, reads...) // a batch, as a write's reads go
+		}
+		rows, err := c.Query(ctx, reads[0].sql, reads[0].args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return reads[0].rows(rows)
+	})
 }
 
 // withConn runs f on pgx's own connection under the pool (conn.Raw). When f fails having sent
@@ -131,20 +137,6 @@ func (s *store) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 	}
 }
 
-// sendReads sends reads on c: one as a plain query, several as a batch.
-func sendReads(ctx context.Context, c *pgx.Conn, reads []read) error {
-	if len(reads) == 1 {
-		rows, err := c.Query(ctx, reads[0].sql, reads[0].args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		return reads[0].rows(rows)
-	}
-	t := tx{c: c} // a batch, as a write's reads go
-	return t.read(ctx, reads...)
-}
-
 // tx is the transaction of a write (store.write), on pgx's own connection as in store.read. A
 // statement whose result the write does not wait for (BEGIN, a DELETE, an event, an Idempotency-Key's
 // answer, COMMIT) is queued, and goes out with the next one it does wait for: a create is three round
@@ -170,7 +162,7 @@ func (t *tx) queueRow(q string, args []any, check func(pgx.Row) error) {
 
 // queueRead queues r, whose rows it reads when the round trip that sends it returns.
 func (t *tx) queueRead(r read) {
-	t.queued.Queue(r.sql, r.args...).Query(func(rs pgx.Rows) error { return r.rows(rs) })
+	t.queued.Queue(r.sql, r.args...).Query(r.rows)
 }
 
 // read sends what is queued and then reads, in one round trip: the reader of a write's transaction,
@@ -413,35 +405,30 @@ func (s *store) migrate(ctx context.Context) ([]int, error) {
 
 // applyMigration applies m and records it, in one transaction under the migration lock, unless it
 // is recorded already.
-func (s *store) applyMigration(ctx context.Context, m migration) (bool, error) {
+func (s *store) applyMigration(ctx context.Context, m migration) (applied bool, err error) {
 	const create = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`
 	const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback()
-	// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, create); err != nil {
-		return false, err
-	}
-	res, err := tx.ExecContext(ctx, record, m.version, m.name)
-	if err != nil {
-		return false, err
-	}
-	if n, err := res.RowsAffected(); n == 0 || err != nil { // no row: recorded already
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-		return false, err
-	}
-	return true, tx.Commit()
+	err = s.withConn(ctx, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, create); err != nil {
+				return err
+			}
+			if tag, err := tx.Exec(ctx, record, m.version, m.name); err != nil || tag.RowsAffected() == 0 {
+				return err // no row: recorded already
+			}
+			_, err := tx.Exec(ctx, m.sql)
+			applied = err == nil
+			return err
+		})
+	})
+	return applied, err
 }
 
 // schemaVersion returns the newest applied schema version (0 for an empty database).
