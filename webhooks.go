@@ -527,13 +527,10 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
-	var out []claimed
+	var out []claimed // an error is logged as "take webhook deliveries" (runWebhooks)
 	err := s.read(ctx, rowsInto[claimed](&out, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
 		n*webhookEndpointSlots))
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // recordAttempt writes how an attempt at c went (status 0: no answer, or none for a disabled
