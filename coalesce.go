@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"sync"
 )
 
@@ -21,22 +20,18 @@ import (
 // maxCoalesced bounds the ids of one trip.
 const maxCoalesced = 64
 
-// coalescer coalesces the retrieves of one resource: handleGet makes one per route.
+// coalescer coalesces the retrieves of one resource: handleGet makes one per route. A key in groups
+// has a trip in flight, and its value queues the retrieves behind it.
 type coalescer[T any, P object[T]] struct {
 	res    *resource
 	mu     sync.Mutex
-	groups map[coalesceKey]*coalesceGroup[T]
+	groups map[coalesceKey][]*coalesceWaiter[T]
 }
 
 // coalesceKey is what retrieves must share to share a trip: the company and the expansions.
 type coalesceKey struct {
 	companyID int64
 	exps      string
-}
-
-// coalesceGroup is the trip of one key in flight, and the retrieves queued behind it.
-type coalesceGroup[T any] struct {
-	queue []*coalesceWaiter[T]
 }
 
 // coalesceWaiter is one retrieve: its id, and where its answer goes (buffered: a trip never blocks
@@ -54,24 +49,20 @@ type coalesced[T any] struct {
 }
 
 func newCoalescer[T any, P object[T]](res *resource) *coalescer[T, P] {
-	return &coalescer[T, P]{res: res, groups: make(map[coalesceKey]*coalesceGroup[T])}
+	return &coalescer[T, P]{res: res, groups: make(map[coalesceKey][]*coalesceWaiter[T])}
 }
 
 // get is getObject, coalesced: the company's object id with the objects exps embed in it, or
 // errNotFound. A cancelled ctx returns at once; the trip it queued for goes on for the others.
 func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int64, exps []expansion) (T, related, error) {
 	key := coalesceKey{companyID: companyID}
-	if len(exps) > 0 {
-		names := make([]string, len(exps))
-		for i, e := range exps {
-			names[i] = e.name
-		}
-		key.exps = strings.Join(names, ",")
+	for _, e := range exps {
+		key.exps += e.name + ","
 	}
 	c.mu.Lock()
-	if g := c.groups[key]; g != nil { // a trip is in flight: queue for the next
+	if queue, ok := c.groups[key]; ok { // a trip is in flight: queue for the next
 		w := &coalesceWaiter[T]{ctx: ctx, id: id, out: make(chan coalesced[T], 1)}
-		g.queue = append(g.queue, w)
+		c.groups[key] = append(queue, w)
 		c.mu.Unlock()
 		select {
 		case a := <-w.out:
@@ -81,27 +72,28 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 			return zero, related{}, ctx.Err()
 		}
 	}
-	g := &coalesceGroup[T]{}
-	c.groups[key] = g
+	c.groups[key] = nil
 	c.mu.Unlock()
 	v, rel, err := getObject[T, P](ctx, rd, c.res, companyID, id, exps)
-	c.next(rd, key, g, exps)
+	c.next(rd, key, exps)
 	return v, rel, err
 }
 
-// next sends what queued behind the trip of g that just returned, as one trip in a goroutine of
-// its own, or ends g when nothing did. That trip runs without the cancellation of its first
-// retrieve (a queued retrieve's giving up harms no other), within that one's deadline.
-func (c *coalescer[T, P]) next(rd reader, key coalesceKey, g *coalesceGroup[T], exps []expansion) {
+// next sends what queued behind the trip of key that just returned, as one trip in a goroutine of
+// its own that gives each its answer, or ends the group when nothing did. That trip runs without
+// the cancellation of its first retrieve (a queued retrieve's giving up harms no other), within
+// that one's deadline.
+func (c *coalescer[T, P]) next(rd reader, key coalesceKey, exps []expansion) {
 	c.mu.Lock()
-	if len(g.queue) == 0 {
+	queue := c.groups[key]
+	if len(queue) == 0 {
 		delete(c.groups, key)
 		c.mu.Unlock()
 		return
 	}
-	n := min(len(g.queue), maxCoalesced)
-	batch := g.queue[:n:n]
-	g.queue = g.queue[n:]
+	n := min(len(queue), maxCoalesced)
+	batch := queue[:n:n]
+	c.groups[key] = queue[n:]
 	c.mu.Unlock()
 	go func() {
 		ctx := batch[0].ctx
@@ -111,24 +103,19 @@ func (c *coalescer[T, P]) next(rd reader, key coalesceKey, g *coalesceGroup[T], 
 			bctx, cancel = context.WithDeadline(bctx, d)
 			defer cancel()
 		}
-		c.send(bctx, rd, key.companyID, batch, exps)
-		c.next(rd, key, g, exps)
-	}()
-}
-
-// send reads the objects of batch in one trip and gives each waiter its answer.
-func (c *coalescer[T, P]) send(ctx context.Context, rd reader, companyID int64, batch []*coalesceWaiter[T], exps []expansion) {
-	ids := make([]int64, len(batch))
-	for i, w := range batch {
-		ids[i] = w.id
-	}
-	objs := make(map[int64]T, len(ids))
-	rel, err := getObjects[T, P](ctx, rd, c.res, companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
-	for _, w := range batch {
-		a := coalesced[T]{v: objs[w.id], rel: rel, err: err}
-		if _, ok := objs[w.id]; err == nil && !ok {
-			a.err = errNotFound
+		ids := make([]int64, len(batch))
+		for i, w := range batch {
+			ids[i] = w.id
 		}
-		w.out <- a
-	}
+		objs := make(map[int64]T, len(ids))
+		rel, err := getObjects[T, P](bctx, rd, c.res, key.companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
+		for _, w := range batch {
+			a := coalesced[T]{v: objs[w.id], rel: rel, err: err}
+			if _, ok := objs[w.id]; err == nil && !ok {
+				a.err = errNotFound
+			}
+			w.out <- a
+		}
+		c.next(rd, key, exps)
+	}()
 }

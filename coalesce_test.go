@@ -106,11 +106,7 @@ func (g *gatedReader) read(ctx context.Context, reads ...read) error {
 func (c *coalescer[T, P]) queued(companyID int64, n int) {
 	for {
 		c.mu.Lock()
-		g := c.groups[coalesceKey{companyID: companyID}]
-		got := 0
-		if g != nil {
-			got = len(g.queue)
-		}
+		got := len(c.groups[coalesceKey{companyID: companyID}])
 		c.mu.Unlock()
 		if got >= n {
 			return

@@ -62,9 +62,7 @@ func readIdempotencyKey(r *http.Request, members []member) (*idempotencyKey, *ap
 	for _, m := range members { // each value is one whole JSON value, so the sequence reads back one way only
 		fmt.Fprintf(h, "%q:%s\n", m.name, m.raw)
 	}
-	ik := &idempotencyKey{key: k}
-	h.Sum(ik.fingerprint[:0])
-	return ik, nil
+	return &idempotencyKey{key: k, fingerprint: [32]byte(h.Sum(nil))}, nil
 }
 
 // answer is the answer to a write: what is sent, and what an Idempotency-Key keeps and replays.
@@ -121,7 +119,12 @@ func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyK
 	if errors.Is(err, errReplay) {
 		return kept, true, nil
 	}
-	return a, false, keyInUse(err)
+	// lookUpKey's division by zero, or keepAnswer's INSERT: the one unique violation the committing
+	// round trip can have (Citus does not pass on the constraint's name).
+	if code := pgCode(err); code == "22012" || code == "23505" && errors.Is(err, errCommit) {
+		err = errKeyInUse
+	}
+	return a, false, err
 }
 
 // lookUpKey queues in tx the look-up of ik, to go out with the write's next round trip. That round
@@ -152,7 +155,7 @@ func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 }
 
 // keepAnswer queues in tx, to go out with COMMIT, the statements that keep a for ik, replacing an
-// expired row of the key. A live row was written since the look-up: the INSERT fails (keyInUse).
+// expired row of the key. A live row was written since the look-up: the INSERT fails (errKeyInUse).
 func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 	body := a.body
 	if a.kept != nil {
@@ -163,16 +166,6 @@ func keepAnswer(tx *tx, companyID int64, ik *idempotencyKey, a answer) {
 	tx.queue(`INSERT INTO idempotency_keys (company_id, key, fingerprint, status, location, etag, body)
 		VALUES ($1, $2, $3, $4, $5, $6, coalesce($7::bytea, ''))`,
 		companyID, ik.key, ik.fingerprint[:], a.status, a.location, a.etag, body)
-}
-
-// keyInUse returns errKeyInUse for the error of lookUpKey's division by zero or keepAnswer's INSERT,
-// the one unique violation the committing round trip can have (Citus does not pass on the
-// constraint's name), else err.
-func keyInUse(err error) error {
-	if code := pgCode(err); code == "22012" || code == "23505" && errors.Is(err, errCommit) {
-		return errKeyInUse
-	}
-	return err
 }
 
 // deleteExpiredKeys deletes up to deleteBatch keys older than 24 hours, oldest first through the

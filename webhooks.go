@@ -130,10 +130,8 @@ func webhookURL(p *string) func(json.RawMessage) string {
 		if u.User != nil {
 			return "must not hold credentials (user:password@)"
 		}
-		if p := u.Port(); p != "" { // url.Parse took only digits
-			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-				return "must have a port from 1 to 65535"
-			}
+		if n, err := strconv.ParseUint(cmp.Or(u.Port(), "1"), 10, 16); err != nil || n == 0 { // url.Parse took only digits
+			return "must have a port from 1 to 65535"
 		}
 		*p = s
 		return ""
@@ -299,7 +297,13 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		if answeredMissingWebhook(w, r, st, log, wr) {
+		var found []webhookEndpoint // 404 (or the answer kept for its key) before the body is checked
+		if err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, wr.id)); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if len(found) == 0 {
+			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -320,22 +324,6 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			return answer{status: http.StatusOK, body: append(v.appendJSON(nil), '\n')}, err
 		})
 	})
-}
-
-// answeredMissingWebhook answers a PATCH of an endpoint the company does not have (a 404, or the
-// answer kept for its Idempotency-Key) before any check of the body, and reports whether it did.
-func answeredMissingWebhook(w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, wr *write) bool {
-	var found []webhookEndpoint
-	err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, tenantOf(r).companyID, wr.id))
-	switch {
-	case err != nil:
-		writeError(w, r, log, err)
-	case len(found) == 0:
-		runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
-	default:
-		return false
-	}
-	return true
 }
 
 // createWebhook stores v, a new endpoint of the company, in tx with a new secret; errWebhookLimit past
@@ -539,19 +527,17 @@ func (s *store) claimDeliveries(ctx context.Context, n int, endpoints, sending [
 			e.id, e.xid::text::bigint, e.type, e.created_at, e.request_id, e.object, e.previous`
 	ctx, cancel := backgroundContext(ctx) // a database that hangs holds up no worker
 	defer cancel()
-	var out []claimed
+	var out []claimed // an error is logged as "take webhook deliveries" (runWebhooks)
 	err := s.read(ctx, rowsInto[claimed](&out, q, endpoints, sending, webhookEndpointSlots, n, webhookLease.Milliseconds(),
 		n*webhookEndpointSlots))
-	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // recordAttempt writes how an attempt at c went (status 0: no answer, or none for a disabled
-// endpoint): delivered on a 2xx; else due again after its backoff, or failed when that is past
-// webhookGiveUp from its creation or the endpoint is disabled. A failure disables an endpoint with
-// no success within webhookGiveUp; recordAttempt reports whether it did. A lost lease writes nothing.
+// endpoint): delivered on a 2xx; else due again after backoff, doubled for each earlier attempt up
+// to maxWebhookBackoff, or failed when that is past webhookGiveUp from its creation or the endpoint
+// is disabled. A failure disables an endpoint with no success within webhookGiveUp; recordAttempt
+// reports whether it did. A lost lease writes nothing.
 func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errText string, backoff time.Duration) (bool, error) {
 	// The times are worked out once, in t: on Citus a CASE may not call now(), and now() + interval
 	// may not take a column.
@@ -571,27 +557,21 @@ func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errTex
 		FROM d WHERE d.status = 'failed' AND w.company_id = d.company_id AND w.id = d.endpoint_id AND w.enabled
 			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = w.company_id
 				AND x.endpoint_id = w.id AND x.delivered_at > d.delivered_since)`
+	delay := backoff
+	for i := int64(0); i < c.attempts && delay < maxWebhookBackoff; i++ {
+		delay *= 2
+	}
 	reason := "No delivery succeeded for 3 days; the last attempt: " + cmp.Or(errText, "HTTP status "+strconv.Itoa(status)) + "."
 	ctx, cancel := backgroundContext(ctx) // a sent delivery is recorded also when the server is stopping
 	defer cancel()
 	res, err := s.db.ExecContext(ctx, q, c.companyID, c.id, c.lease, pgtype.Int8{Int64: int64(status), Valid: status != 0},
-		pgtype.Text{String: errText, Valid: errText != ""}, c.enabled, retryDelay(backoff, c.attempts+1).Milliseconds(),
+		pgtype.Text{String: errText, Valid: errText != ""}, c.enabled, min(delay, maxWebhookBackoff).Milliseconds(),
 		webhookGiveUp.Milliseconds(), reason)
 	if err != nil {
 		return false, fmt.Errorf("record delivery %d: %w", c.id, err)
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
-}
-
-// retryDelay is the wait before the attempt after the attempts-th: backoff, doubling each time, up
-// to maxWebhookBackoff.
-func retryDelay(backoff time.Duration, attempts int64) time.Duration {
-	d := backoff
-	for i := int64(1); i < attempts && d < maxWebhookBackoff; i++ {
-		d *= 2
-	}
-	return min(d, maxWebhookBackoff)
 }
 
 // webhookWorker sends the due deliveries of every company: at most its slots at once, and
@@ -647,11 +627,9 @@ func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 		return err
 	}
 	wk.mu.Lock()
+	defer wk.mu.Unlock()
 	for _, c := range cs {
 		wk.sending[c.endpointID]++
-	}
-	wk.mu.Unlock()
-	for _, c := range cs {
 		wg.Go(func() {
 			wk.send(ctx, c)
 			wk.mu.Lock()
@@ -702,16 +680,11 @@ func (wk *webhookWorker) post(ctx context.Context, c claimed) (int, string) {
 	if err != nil {
 		return 0, "the URL cannot be requested"
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Rolodex-Webhooks")
-	req.Header.Set("Rolodex-Event-Id", strconv.FormatInt(c.event.ID, 10))
-	req.Header.Set("Rolodex-Signature", sig)
+	req.Header = http.Header{"Content-Type": {"application/json"}, "User-Agent": {"Rolodex-Webhooks"},
+		"Rolodex-Event-Id": {strconv.FormatInt(c.event.ID, 10)}, "Rolodex-Signature": {sig}}
 	resp, err := wk.client.Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the method and URL, which the client knows
-		}
+		err = cmp.Or(errors.Unwrap(err), err) // the *url.Error's cause, without the method and URL, which the client knows
 		if errors.Is(err, errRefusedAddress) {
 			err = errRefusedAddress // without the address the host led to: as checkWebhookHost, no map of internal DNS
 		}
