@@ -18,22 +18,22 @@ import (
 // to its end and resume later without ever missing one.
 //
 // Why gap-free: event ids come from a sequence and transactions commit out of id order, so "id >
-// cursor" would skip an event whose transaction took a lower id and committed after a higher one was
-// read. Each event records its transaction's id (xid, pg_current_xact_id()), the feed is ordered by
-// (xid, id), and it serves only events of transactions older than every one still running (xid <
-// pg_snapshot_xmin(pg_current_snapshot())): those have all ended, and later writers get larger xids,
-// so nothing can appear in front of a position already served. The order, of the transactions' first
-// writes, is as good as commit order: each object's events are (the row lock orders them). The price:
-// an event shows once every older transaction has ended, usually within milliseconds; a long
-// transaction anywhere delays the feed, and never loses from it.
+// cursor" would skip an event whose transaction took a lower id and committed after a higher one
+// was read. Each event records its transaction's id (xid, pg_current_xact_id()), the feed is
+// ordered by (xid, id), and it serves only events of transactions older than every one still
+// running (xid < pg_snapshot_xmin(pg_current_snapshot())): those have all ended, and later writers
+// get larger xids, so nothing can appear in front of a position already served. That order, of the
+// transactions' first writes, is as good as commit order: each object's events are in commit order
+// (the row lock orders them). The price: an event shows once every older transaction has ended,
+// usually within milliseconds; a long transaction delays the feed, never loses from it.
 
 // eventTypes are the types of events; "contact.*" in a filter names a family.
 var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
 	"business.created", "business.updated", "business.deleted",
 	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
 
-// eventFamilies are the families of events and the scopes that read them: a key sees only the events
-// of the families it reads; an endpoint gets those of the families its last writer's key read (webhooks.go).
+// eventFamilies are the event families and the scopes that read them: a key sees only the events of
+// the families it reads; an endpoint, those its last writer's key read (webhooks.go).
 var eventFamilies = []struct{ name, scope string }{
 	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"}}
 
@@ -199,12 +199,10 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		evs = evs[:min(len(evs), lq.limit)]
 		b := append(make([]byte, 0, 1024*len(evs)+256), `{"data":[`...)
 		for i := range evs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = evs[i].appendJSON(b)
+			b = append(evs[i].appendJSON(b), ',')
 		}
 		if len(evs) > 0 {
+			b = b[:len(b)-1] // the last event's comma
 			last := evs[len(evs)-1]
 			after = [3]uint64{uint64(last.xid), uint64(last.ID), uint64(last.CreatedAt.UnixMilli())}
 		} else {
