@@ -14,9 +14,6 @@ import (
 
 const maxMergeIDs = 9
 
-// errDryRun rolls back the transaction of a dry run, which did all the merge would.
-var errDryRun = errors.New("dry run")
-
 // handleMerge answers POST /v1/{contacts|organizations}/{id}/merge (API.md section 16), which folds
 // the objects of mergeIds into the survivor {id}: 200 {"object", "mergedIds", "changes", "repointed"}.
 // One transaction locks them all, re-points what references merged organizations (so it needs write
@@ -43,6 +40,7 @@ func handleMerge[T any, P writable[T]](st *store, res *resource, update func(con
 			runWrite(w, r, st, log, wr, do)
 			return
 		}
+		errDryRun := errors.New("dry run") // rolls back the transaction, which did all the merge would
 		a, _, err := st.writeOnce(r.Context(), t.companyID, nil, func(tx *tx) (answer, error) {
 			a, err := do(tx)
 			return a, cmp.Or(err, errDryRun)
