@@ -12,20 +12,15 @@ import (
 	"strings"
 )
 
-// Merging duplicates (API.md section 16): POST /v1/{contacts|organizations}/{id}/merge folds the
-// objects of mergeIds into the survivor {id}. One transaction locks them all, re-points what references
-// merged organizations, deletes the merged objects, patches the survivor with its resource's update,
-// and leaves a tombstone a merged id (schema/0013_merge.sql): then it answers 404 "merged".
-
 const maxMergeIDs = 9
 
-// errDryRun rolls back the transaction of a dry run, which did all the merge would.
-var errDryRun = errors.New("dry run")
-
-// handleMerge answers POST /v1/{resource}/{id}/merge: 200 {"object", "mergedIds", "changes",
-// "repointed"}; update is the resource's (updateContact, ...). A dry run is the whole merge, rolled
-// back: it answers exactly what the merge would, and keeps nothing for an Idempotency-Key. An
-// organization merge re-points contacts and business records: it needs write on both.
+// handleMerge answers POST /v1/{contacts|organizations}/{id}/merge (API.md section 16), which folds
+// the objects of mergeIds into the survivor {id}: 200 {"object", "mergedIds", "changes", "repointed"}.
+// One transaction locks them all, re-points what references merged organizations (so it needs write
+// on contacts and business), deletes the merged objects leaving a tombstone of each id (then 404
+// "merged", schema/0013_merge.sql), and patches the survivor with update, the resource's. A dry run
+// is the whole merge rolled back: it answers what the merge would, and keeps nothing for an
+// Idempotency-Key.
 func handleMerge[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -45,6 +40,7 @@ func handleMerge[T any, P writable[T]](st *store, res *resource, update func(con
 			runWrite(w, r, st, log, wr, do)
 			return
 		}
+		errDryRun := errors.New("dry run") // rolls back the transaction, which did all the merge would
 		a, _, err := st.writeOnce(r.Context(), t.companyID, nil, func(tx *tx) (answer, error) {
 			a, err := do(tx)
 			return a, cmp.Or(err, errDryRun)
@@ -101,19 +97,17 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	if err := tx.read(ctx, rowsInto[T, P](&objs, q, t.companyID, append([]int64{wr.id}, ids...))); err != nil {
 		return answer{}, err
 	}
-	var sv P
 	encoded := map[int64][]byte{}
 	for i := range objs {
-		if encoded[P(&objs[i]).key()] = P(&objs[i]).appendJSON(nil); P(&objs[i]).key() == wr.id {
-			sv = &objs[i]
-		}
+		encoded[P(&objs[i]).key()] = P(&objs[i]).appendJSON(nil)
 	}
+	sv := slices.IndexFunc(objs, func(o T) bool { return P(&o).key() == wr.id })
 	switch {
-	case sv == nil:
+	case sv < 0:
 		return answer{}, notFound(ctx, tx.read, res, t.companyID, wr.id)
 	case bodyErr != nil:
 		return answer{}, bodyErr
-	case !admits(versions, sv.version()):
+	case !admits(versions, P(&objs[sv]).version()):
 		return answer{}, errPreconditionFailed
 	}
 	survivor, _, _ := jsonMembers(encoded[wr.id])
