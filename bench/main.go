@@ -94,7 +94,7 @@ var customScenarios = []scenario{
 		builtin: &scenario{name: "patch", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody}},
 }
 
-// feedSQL is the statement of a first page of GET /v1/events (feedSQL in events.go, limit 100):
+// feedSQL is the statement of a first page of GET /v1/events (handleEvents in events.go, limit 100):
 // pgbench runs it with $1 the company, $2 and $3 0 (the start), $4 101.
 const feedSQL = `SELECT id, xid::text::bigint, type, created_at, request_id, object, previous
 		FROM events WHERE company_id = $1 AND xid < pg_snapshot_xmin(pg_current_snapshot()) AND (xid, id) > ($2::bigint::text::xid8, $3) ORDER BY events.xid, events.id LIMIT $4`
