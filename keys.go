@@ -182,13 +182,10 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	set := nullableTime(p)
 	return func(raw json.RawMessage) string {
-		if msg := set(raw); msg != "" {
+		if msg := set(raw); msg != "" || !p.Valid || p.Time.After(time.Now()) {
 			return msg
 		}
-		if p.Valid && !p.Time.After(time.Now()) {
-			return "must be in the future"
-		}
-		return ""
+		return "must be in the future"
 	}
 }
 
@@ -228,9 +225,9 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 // the key, which is stored nowhere: a replay shows the object, and a lost key is rolled.
 func keyAnswer(k apiKey, key string) answer {
 	b := k.appendJSON(nil)
-	body := append(append(b[:len(b)-1:len(b)-1], `,"key":`...), appendString(nil, key)...)
+	open := b[: len(b)-1 : len(b)-1] // without its closing brace; each append copies
 	return answer{status: http.StatusCreated, location: apiKeys.path + "/" + strconv.FormatInt(k.ID, 10),
-		body: append(body, "}\n"...), kept: append(append(b[:len(b)-1:len(b)-1], `,"key":null}`...), '\n')}
+		body: append(appendString(append(open, `,"key":`...), key), "}\n"...), kept: append(open, `,"key":null}`+"\n"...)}
 }
 
 // handleKeyCreate answers POST /v1/apiKeys: 201, the new key's object with the key itself.
@@ -314,8 +311,7 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 			return
 		}
 		var hash []byte
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			var err error
+		runWrite(w, r, st, log, wr, func(tx *tx) (_ answer, err error) {
 			hash, err = revokeKey(r.Context(), tx, t, wr.id)
 			return answer{status: http.StatusNoContent}, err
 		})
@@ -408,12 +404,11 @@ func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scope
 		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
 	}
 	var key string
-	err := s.write(ctx, func(tx *tx) error {
+	err := s.write(ctx, func(tx *tx) (err error) {
 		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
 		if err := tx.queryRow(ctx, q, []any{companyID, userID}, &k.UserID); err != nil {
 			return fmt.Errorf("find user: %w", err)
 		}
-		var err error
 		_, key, err = insertAPIKey(ctx, tx, companyID, k)
 		return err
 	})
