@@ -141,12 +141,6 @@ var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
 	selectSQL: `SELECT id, name, prefix, scopes, user_id, created_at, expires_at, last_used_at
 		FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL`}
 
-// fields are what a POST /v1/apiKeys body may set.
-func (k *apiKey) fields() []bodyField {
-	return []bodyField{{"name", requiredText(&k.Name, 255), false}, {"scopes", scopeList(&k.Scopes), true},
-		{"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
-}
-
 // commaList is a list of strings a row holds as one comma-separated text (none has a comma).
 type commaList []string
 
@@ -235,7 +229,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		k := apiKey{UserID: t.userID}
-		wr := startWrite(w, r, apiKeys, log, k.fields())
+		wr := startWrite(w, r, apiKeys, log, []bodyField{{"name", requiredText(&k.Name, 255), false},
+			{"scopes", scopeList(&k.Scopes), true}, {"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}})
 		if wr == nil {
 			return
 		}
@@ -427,10 +422,9 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	hash := hashKey(prefixOrKey)
 	return s.write(ctx, func(tx *tx) error {
 		var n int
-		if err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); err != nil {
+		switch err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); {
+		case err != nil:
 			return fmt.Errorf("revoke key: %w", err)
-		}
-		switch {
 		case n == 0:
 			return errNotFound
 		case n > 1:
@@ -465,11 +459,10 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
 	var expires pgtype.Timestamptz
-	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires); {
+	case errors.Is(err, sql.ErrNoRows):
 		return t, errNotFound
-	}
-	if err != nil {
+	case err != nil:
 		return t, fmt.Errorf("look up key: %w", err)
 	}
 	t.expiresAt = expires.Time
