@@ -366,12 +366,9 @@ func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, 
 			fs.Usage()
 			return fmt.Errorf("-company must be a positive id: %w", errUsage)
 		}
-		var keys []apiKey
-		err := st.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, *company))
-		for _, k := range keys {
+		return st.read(ctx, eachRow(apiKeys.selectSQL+` ORDER BY id`, []any{*company}, func(k *apiKey) {
 			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
-		}
-		return err
+		}))
 	})
 }
 
@@ -394,10 +391,8 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 // createAPIKey makes a key for the CLI, of a user of the company (0: its first user), expiring after
 // lifetime (0: never); errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
-	k := apiKey{Scopes: scopes}
-	if lifetime > 0 {
-		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
-	}
+	k := apiKey{Scopes: scopes, ExpiresAt: pgtype.Timestamptz{Valid: lifetime > 0,
+		Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond)}}
 	var key string
 	err := s.write(ctx, func(tx *tx) (err error) {
 		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
