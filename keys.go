@@ -199,17 +199,16 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL
 				AND (expires_at IS NULL OR expires_at > now())) < $8
 		RETURNING id, created_at`
-	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
-		&k.ID, &k.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) { // no such user, or the limit: which?
+	switch err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
+		&k.ID, &k.CreatedAt); {
+	case errors.Is(err, sql.ErrNoRows): // no such user, or the limit: which?
 		var user bool
 		const exists = `SELECT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $2)`
 		if err := tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user); err != nil || user {
 			return k, "", cmp.Or(err, errKeyLimit)
 		}
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
-	}
-	if err != nil {
+	case err != nil:
 		return k, "", fmt.Errorf("insert api key: %w", err)
 	}
 	return k, key, nil
@@ -282,8 +281,7 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 	var old apiKey
 	var hash []byte
-	err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt)
-	switch {
+	switch err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt); {
 	case errors.Is(err, sql.ErrNoRows):
 		return old, "", nil, errNotFound
 	case err != nil:
@@ -323,14 +321,13 @@ func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) 
 		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
 	var hash []byte
 	var scopes commaList
-	err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes); {
+	case errors.Is(err, sql.ErrNoRows):
 		return nil, errNotFound
+	case err != nil:
+		return nil, err
 	}
-	if err == nil {
-		err = grantable(t, scopes) // a refusal rolls the revocation back
-	}
-	return hash, err
+	return hash, grantable(t, scopes) // a refusal rolls the revocation back
 }
 
 // cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.
@@ -348,9 +345,8 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		}
 		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
 		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no company %d with user %d", *company, *user)
-		}
-		if err == nil {
+			err = fmt.Errorf("no company %d with user %d", *company, *user)
+		} else if err == nil {
 			fmt.Fprintln(stdout, key)
 		}
 		return err
@@ -379,9 +375,8 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 		prefix := fs.Arg(0)
 		err := st.revokeAPIKey(ctx, prefix)
 		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no active key with prefix %q", prefix)
-		}
-		if err == nil {
+			err = fmt.Errorf("no active key with prefix %q", prefix)
+		} else if err == nil {
 			fmt.Fprintf(stdout, "revoked %s (servers stop accepting it within %s)\n", prefix[:min(len(prefix), keyPrefixLen)], keyCacheTTL)
 		}
 		return err
