@@ -22,9 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// API keys (API.md sections 2 and 13): keys are random, shown once, stored only as a SHA-256 with a
-// display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys and `rolodex key`
-// manage them, and a key can never make or roll a key with more than its own scopes.
+// API keys (API.md sections 2 and 13): random, shown once, stored only as a SHA-256 and a display
+// prefix; maybe scoped and expiring. No key makes or rolls a key with scopes it does not have.
 
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
 // or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
@@ -102,8 +101,7 @@ func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) e
 	return nil
 }
 
-// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or a webhook
-// signing secret ("whsec_").
+// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or webhook secret.
 func randomToken(prefix string) string {
 	var b [24]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
