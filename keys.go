@@ -22,9 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// API keys (API.md sections 2 and 13): keys are random, shown once, stored only as a SHA-256 with a
-// display prefix. A key may be restricted by scopes and may expire; /v1/apiKeys and `rolodex key`
-// manage them, and a key can never make or roll a key with more than its own scopes.
+// API keys (API.md sections 2 and 13): random, shown once, stored only as a SHA-256 and a display
+// prefix; maybe scoped and expiring. No key makes or rolls a key with scopes it does not have.
 
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
 // or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
@@ -102,8 +101,7 @@ func keyRulesError(caller tenant, scopes []string, expires pgtype.Timestamptz) e
 	return nil
 }
 
-// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or a webhook
-// signing secret ("whsec_").
+// randomToken returns prefix and 192 random bits in base64url: an API key ("rdx_") or webhook secret.
 func randomToken(prefix string) string {
 	var b [24]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
@@ -141,12 +139,6 @@ var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
 	selectSQL: `SELECT id, name, prefix, scopes, user_id, created_at, expires_at, last_used_at
 		FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL`}
 
-// fields are what a POST /v1/apiKeys body may set.
-func (k *apiKey) fields() []bodyField {
-	return []bodyField{{"name", requiredText(&k.Name, 255), false}, {"scopes", scopeList(&k.Scopes), true},
-		{"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}}
-}
-
 // commaList is a list of strings a row holds as one comma-separated text (none has a comma).
 type commaList []string
 
@@ -182,13 +174,10 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	set := nullableTime(p)
 	return func(raw json.RawMessage) string {
-		if msg := set(raw); msg != "" {
+		if msg := set(raw); msg != "" || !p.Valid || p.Time.After(time.Now()) {
 			return msg
 		}
-		if p.Valid && !p.Time.After(time.Now()) {
-			return "must be in the future"
-		}
-		return ""
+		return "must be in the future"
 	}
 }
 
@@ -208,17 +197,16 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL
 				AND (expires_at IS NULL OR expires_at > now())) < $8
 		RETURNING id, created_at`
-	err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
-		&k.ID, &k.CreatedAt)
-	if errors.Is(err, sql.ErrNoRows) { // no such user, or the limit: which?
+	switch err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
+		&k.ID, &k.CreatedAt); {
+	case errors.Is(err, sql.ErrNoRows): // no such user, or the limit: which?
 		var user bool
 		const exists = `SELECT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $2)`
 		if err := tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user); err != nil || user {
 			return k, "", cmp.Or(err, errKeyLimit)
 		}
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
-	}
-	if err != nil {
+	case err != nil:
 		return k, "", fmt.Errorf("insert api key: %w", err)
 	}
 	return k, key, nil
@@ -228,9 +216,9 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 // the key, which is stored nowhere: a replay shows the object, and a lost key is rolled.
 func keyAnswer(k apiKey, key string) answer {
 	b := k.appendJSON(nil)
-	body := append(append(b[:len(b)-1:len(b)-1], `,"key":`...), appendString(nil, key)...)
+	open := b[: len(b)-1 : len(b)-1] // without its closing brace; each append copies
 	return answer{status: http.StatusCreated, location: apiKeys.path + "/" + strconv.FormatInt(k.ID, 10),
-		body: append(body, "}\n"...), kept: append(append(b[:len(b)-1:len(b)-1], `,"key":null}`...), '\n')}
+		body: append(appendString(append(open, `,"key":`...), key), "}\n"...), kept: append(open, `,"key":null}`+"\n"...)}
 }
 
 // handleKeyCreate answers POST /v1/apiKeys: 201, the new key's object with the key itself.
@@ -238,7 +226,8 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		k := apiKey{UserID: t.userID}
-		wr := startWrite(w, r, apiKeys, log, k.fields())
+		wr := startWrite(w, r, apiKeys, log, []bodyField{{"name", requiredText(&k.Name, 255), false},
+			{"scopes", scopeList(&k.Scopes), true}, {"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}})
 		if wr == nil {
 			return
 		}
@@ -290,8 +279,7 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 	var old apiKey
 	var hash []byte
-	err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt)
-	switch {
+	switch err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt); {
 	case errors.Is(err, sql.ErrNoRows):
 		return old, "", nil, errNotFound
 	case err != nil:
@@ -314,8 +302,7 @@ func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Hand
 			return
 		}
 		var hash []byte
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			var err error
+		runWrite(w, r, st, log, wr, func(tx *tx) (_ answer, err error) {
 			hash, err = revokeKey(r.Context(), tx, t, wr.id)
 			return answer{status: http.StatusNoContent}, err
 		})
@@ -332,14 +319,13 @@ func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) 
 		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
 	var hash []byte
 	var scopes commaList
-	err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes); {
+	case errors.Is(err, sql.ErrNoRows):
 		return nil, errNotFound
+	case err != nil:
+		return nil, err
 	}
-	if err == nil {
-		err = grantable(t, scopes) // a refusal rolls the revocation back
-	}
-	return hash, err
+	return hash, grantable(t, scopes) // a refusal rolls the revocation back
 }
 
 // cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.
@@ -357,9 +343,8 @@ func cmdKeyCreate(ctx context.Context, args []string, getenv func(string) string
 		}
 		key, err := st.createAPIKey(ctx, *company, *user, list, *expires)
 		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no company %d with user %d", *company, *user)
-		}
-		if err == nil {
+			err = fmt.Errorf("no company %d with user %d", *company, *user)
+		} else if err == nil {
 			fmt.Fprintln(stdout, key)
 		}
 		return err
@@ -375,12 +360,9 @@ func cmdKeyList(ctx context.Context, args []string, getenv func(string) string, 
 			fs.Usage()
 			return fmt.Errorf("-company must be a positive id: %w", errUsage)
 		}
-		var keys []apiKey
-		err := st.read(ctx, rowsInto[apiKey](&keys, apiKeys.selectSQL+` ORDER BY id`, *company))
-		for _, k := range keys {
+		return st.read(ctx, eachRow(apiKeys.selectSQL+` ORDER BY id`, []any{*company}, func(k *apiKey) {
 			fmt.Fprintf(stdout, "%s\n", k.appendJSON(nil))
-		}
-		return err
+		}))
 	})
 }
 
@@ -391,9 +373,8 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 		prefix := fs.Arg(0)
 		err := st.revokeAPIKey(ctx, prefix)
 		if errors.Is(err, errNotFound) {
-			return fmt.Errorf("no active key with prefix %q", prefix)
-		}
-		if err == nil {
+			err = fmt.Errorf("no active key with prefix %q", prefix)
+		} else if err == nil {
 			fmt.Fprintf(stdout, "revoked %s (servers stop accepting it within %s)\n", prefix[:min(len(prefix), keyPrefixLen)], keyCacheTTL)
 		}
 		return err
@@ -403,17 +384,14 @@ func cmdKeyRevoke(ctx context.Context, args []string, getenv func(string) string
 // createAPIKey makes a key for the CLI, of a user of the company (0: its first user), expiring after
 // lifetime (0: never); errNotFound when there is no such company or user.
 func (s *store) createAPIKey(ctx context.Context, companyID, userID int64, scopes []string, lifetime time.Duration) (string, error) {
-	k := apiKey{Scopes: scopes}
-	if lifetime > 0 {
-		k.ExpiresAt = pgtype.Timestamptz{Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond), Valid: true}
-	}
+	k := apiKey{Scopes: scopes, ExpiresAt: pgtype.Timestamptz{Valid: lifetime > 0,
+		Time: time.Now().Add(lifetime).UTC().Truncate(time.Millisecond)}}
 	var key string
-	err := s.write(ctx, func(tx *tx) error {
+	err := s.write(ctx, func(tx *tx) (err error) {
 		const q = `SELECT id FROM users WHERE company_id = $1 AND ($2::bigint = 0 OR id = $2) ORDER BY id LIMIT 1`
 		if err := tx.queryRow(ctx, q, []any{companyID, userID}, &k.UserID); err != nil {
 			return fmt.Errorf("find user: %w", err)
 		}
-		var err error
 		_, key, err = insertAPIKey(ctx, tx, companyID, k)
 		return err
 	})
@@ -432,10 +410,9 @@ func (s *store) revokeAPIKey(ctx context.Context, prefixOrKey string) error {
 	hash := hashKey(prefixOrKey)
 	return s.write(ctx, func(tx *tx) error {
 		var n int
-		if err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); err != nil {
+		switch err := tx.queryRow(ctx, q, []any{prefixOrKey, hash[:]}, &n); {
+		case err != nil:
 			return fmt.Errorf("revoke key: %w", err)
-		}
-		switch {
 		case n == 0:
 			return errNotFound
 		case n > 1:
@@ -470,11 +447,10 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
 	var expires pgtype.Timestamptz
-	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires)
-	if errors.Is(err, sql.ErrNoRows) {
+	switch err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires); {
+	case errors.Is(err, sql.ErrNoRows):
 		return t, errNotFound
-	}
-	if err != nil {
+	case err != nil:
 		return t, fmt.Errorf("look up key: %w", err)
 	}
 	t.expiresAt = expires.Time

@@ -35,10 +35,9 @@ type metrics struct {
 	mu     sync.Mutex                               // held only to add a route
 	routes atomic.Pointer[map[string]*routeMetrics] // by route pattern; replaced, never changed
 
-	inFlight, authFailures, replays, events, timeouts atomic.Int64
-	unavailable                                       atomic.Int64    // 503 answers
-	limited                                           [2]atomic.Int64 // 429 answers: per API key, per address
-	attempts                                          [2]atomic.Int64 // webhook attempts: delivered, not delivered
+	inFlight, authFailures, replays, events, timeouts, unavailable atomic.Int64
+	limited                                                        [2]atomic.Int64 // 429 answers: per API key, per address
+	attempts                                                       [2]atomic.Int64 // webhook attempts: delivered, not delivered
 }
 
 // routeMetrics are one route pattern's requests by method and status class, and its durations.
@@ -88,17 +87,13 @@ func (m *metrics) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		m.inFlight.Add(1)
-		done := false
+		status := http.StatusInternalServerError // if next panics
 		defer func() {
 			m.inFlight.Add(-1)
-			status := http.StatusInternalServerError
-			if rec, ok := w.(*statusRecorder); done && ok {
-				status = cmp.Or(rec.status, http.StatusOK)
-			}
 			m.observe(w, r, status, time.Since(start))
 		}()
 		next.ServeHTTP(w, r)
-		done = true
+		status = cmp.Or(w.(*statusRecorder).status, http.StatusOK)
 	})
 }
 
@@ -206,15 +201,15 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.sample("rolodex_http_request_duration_seconds_count", float64(n), "route", routeLabel(p))
 	}
 	e.gauge("rolodex_http_requests_in_flight", "Requests being answered now.", float64(m.inFlight.Load()))
-	e.counter("rolodex_http_unavailable_total", "503 answers: the database unavailable or a request past its deadline.", m.unavailable.Load())
-	e.counter("rolodex_statement_timeouts_total", "503 answers of requests whose deadline, the statement timeout, passed.", m.timeouts.Load())
-	e.counter("rolodex_auth_failures_total", "401 answers: requests with a missing, unknown or revoked API key.", m.authFailures.Load())
+	e.counter("rolodex_http_unavailable_total", "503 answers: the database unavailable or a request past its deadline.", float64(m.unavailable.Load()))
+	e.counter("rolodex_statement_timeouts_total", "503 answers of requests whose deadline, the statement timeout, passed.", float64(m.timeouts.Load()))
+	e.counter("rolodex_auth_failures_total", "401 answers: requests with a missing, unknown or revoked API key.", float64(m.authFailures.Load()))
 	e.gauge("rolodex_auth_limited_addresses", "Client addresses refused now for too many failed authentications.", float64(m.fails.limitedAddrs()))
 	e.family("rolodex_http_rate_limited_total", "counter", "429 answers, by cause: an API key over its rate limit, an address over its failure limit.")
 	e.sample("rolodex_http_rate_limited_total", float64(m.limited[0].Load()), "cause", "api_key")
 	e.sample("rolodex_http_rate_limited_total", float64(m.limited[1].Load()), "cause", "address")
-	e.counter("rolodex_idempotent_replays_total", "Writes answered with the answer kept for their Idempotency-Key.", m.replays.Load())
-	e.counter("rolodex_events_written_total", "Events written by successful writes.", m.events.Load())
+	e.counter("rolodex_idempotent_replays_total", "Writes answered with the answer kept for their Idempotency-Key.", float64(m.replays.Load()))
+	e.counter("rolodex_events_written_total", "Events written by successful writes.", float64(m.events.Load()))
 	e.family("rolodex_webhook_attempts_total", "counter", "Attempts at webhook deliveries by this server, by result.")
 	e.sample("rolodex_webhook_attempts_total", float64(m.attempts[0].Load()), "result", "delivered")
 	e.sample("rolodex_webhook_attempts_total", float64(m.attempts[1].Load()), "result", "not_delivered")
@@ -224,11 +219,10 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.gauge("rolodex_db_pool_open_connections", "Open database connections, in use or idle.", float64(s.OpenConnections))
 	e.gauge("rolodex_db_pool_in_use_connections", "Database connections in use.", float64(s.InUse))
 	e.gauge("rolodex_db_pool_idle_connections", "Idle database connections.", float64(s.Idle))
-	e.counter("rolodex_db_pool_waits_total", "Times a request waited for a database connection.", s.WaitCount)
-	e.family("rolodex_db_pool_wait_seconds_total", "counter", "Time requests waited for a database connection.")
-	e.sample("rolodex_db_pool_wait_seconds_total", s.WaitDuration.Seconds())
-	e.family("rolodex_build_info", "gauge", "The server's version and the Go version it was built with; always 1.")
-	e.sample("rolodex_build_info", 1, "version", buildVersion(), "goversion", runtime.Version())
+	e.counter("rolodex_db_pool_waits_total", "Times a request waited for a database connection.", float64(s.WaitCount))
+	e.counter("rolodex_db_pool_wait_seconds_total", "Time requests waited for a database connection.", s.WaitDuration.Seconds())
+	e.gauge("rolodex_build_info", "The server's version and the Go version it was built with; always 1.", 1,
+		"version", buildVersion(), "goversion", runtime.Version())
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write(e.b)
 }
@@ -284,12 +278,12 @@ func (e *expo) sample(name string, v float64, labels ...string) {
 	e.b = append(strconv.AppendFloat(append(e.b, ' '), v, 'g', -1, 64), '\n')
 }
 
-func (e *expo) gauge(name, help string, v float64) {
+func (e *expo) gauge(name, help string, v float64, labels ...string) {
 	e.family(name, "gauge", help)
-	e.sample(name, v)
+	e.sample(name, v, labels...)
 }
 
-func (e *expo) counter(name, help string, v int64) {
+func (e *expo) counter(name, help string, v float64) {
 	e.family(name, "counter", help)
-	e.sample(name, float64(v))
+	e.sample(name, v)
 }
