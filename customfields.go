@@ -814,17 +814,15 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 			return
 		}
 		var fields []customField
-		var doc map[string]any
 		if err == nil {
 			err = st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
-		}
-		if err == nil {
-			err = json.Unmarshal(openAPIDocument, &doc)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
+		var doc map[string]any
+		json.Unmarshal(openAPIDocument, &doc) // openapi_test.go holds it valid
 		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
 			props, required := map[string]any{}, []string{}
@@ -847,28 +845,20 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 	})
 }
 
-// customSchemas are the JSON Schemas of the values of each type but the selects.
+// customSchemas are the JSON Schemas of the values of each type; OPTIONS stands for a select's.
 var customSchemas = map[string]string{"text": `{"type":["string","null"],"maxLength":1000}`, "number": `{"type":["number","null"]}`,
 	"money": `{"type":["number","null"],"minimum":0}`, "date": `{"type":["string","null"],"format":"date"}`,
 	"datetime": `{"type":["string","null"],"format":"date-time"}`, "boolean": `{"type":["boolean","null"]}`,
 	"url": `{"type":["string","null"],"format":"uri"}`, "email": `{"type":["string","null"],"format":"email"}`,
-	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`}
+	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`, "select": `{"type":["string","null"],"enum":[OPTIONS,null]}`,
+	"multiSelect": `{"type":["array","null"],"items":{"type":"string","enum":[OPTIONS]},"maxItems":` + strconv.Itoa(maxMultiSelected) + `}`}
 
 // jsonSchema is the JSON Schema of f's value in custom.
 func (f *customField) jsonSchema() map[string]any {
+	options := appendStrings(nil, f.optionValues()) // a select has one at least
 	s := map[string]any{}
-	json.Unmarshal([]byte(cmp.Or(customSchemas[f.Type], `{"type":["string","null"]}`)), &s)
+	json.Unmarshal([]byte(strings.Replace(customSchemas[f.Type], "OPTIONS", string(options[1:len(options)-1]), 1)), &s)
 	s["title"] = f.Label
-	options := []any{}
-	for _, v := range f.optionValues() {
-		options = append(options, v)
-	}
-	switch f.Type {
-	case "select":
-		s["enum"] = append(options, nil)
-	case "multiSelect":
-		s["type"], s["items"], s["maxItems"] = []string{"array", "null"}, map[string]any{"type": "string", "enum": options}, maxMultiSelected
-	}
 	return s
 }
 
@@ -902,16 +892,14 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 			valued += " AND (v." + col + ", v.object_id)" + cmp + "(" + param(a.arg(kind), "::text::"+keyTypes[kind].sql) + ", " + param(a.id, "::bigint") + ")"
 		}
 		limit := param(lq.limit+1, "")
-		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
-		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
-		switch {
-		case a != nil && a.null && !lq.desc: // past the values
-			return unset, args
-		case a != nil && !a.null && lq.desc: // past the objects without a value
-			return valued, args
-		case lq.desc: // the objects without a value first
-			return unset + " UNION ALL " + valued + " LIMIT " + limit, args
+		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")",
+			"(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"}
+		if lq.desc { // the objects without a value first
+			slices.Reverse(parts)
 		}
-		return valued + " UNION ALL " + unset + " LIMIT " + limit, args
+		if a != nil && a.null != lq.desc { // past the first part
+			return parts[1], args
+		}
+		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
 	}
 }
