@@ -195,14 +195,12 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 // readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, a delete's id.
 func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
 	it := &batchItem[T]{at: at}
-	if op == "delete" {
+	members, dup, ok := jsonMembers(raw)
+	switch {
+	case op == "delete":
 		if it.id = readItemID(raw); it.id == 0 {
 			it.pre = fieldErrors{{Message: "must be an id"}}
 		}
-		return it
-	}
-	members, dup, ok := jsonMembers(raw)
-	switch {
 	case dup != "":
 		it.pre = fieldErrors{{Field: dup, Message: "is given more than once"}}
 	case !ok:
@@ -564,10 +562,8 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 func (it *batchItem[T]) problem() *apiError {
 	ae := *clientError(it.err)
 	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
-		ae.Errors = []fieldError{{Field: it.idField, Message: ae.Detail}}
-		if errors.Is(it.err, errPreconditionFailed) {
-			ae.Errors[0].Field = "ifMatch"
-		}
+		field := map[bool]string{false: it.idField, true: "ifMatch"}[errors.Is(it.err, errPreconditionFailed)]
+		ae.Errors = []fieldError{{Field: field, Message: ae.Detail}}
 	}
 	ae.Errors = slices.Clone(ae.Errors) // the error's own stay as they are
 	for i, fe := range ae.Errors {
