@@ -171,7 +171,7 @@ var customFields = &resource{path: "/v1/customFields", table: "custom_fields",
 	selectSQL: `SELECT id, object, key, label, type, options, required, is_unique, created_at, updated_at
 		FROM custom_fields WHERE company_id = $1 AND deleted_at IS NULL`}
 
-func conflict(code, detail string) *apiError {
+func conflict(code, detail string) error {
 	return &apiError{Status: http.StatusConflict, Code: code, Detail: detail}
 }
 
@@ -232,22 +232,16 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 		var held pgtype.Text
 		const q = `SELECT min(text_value) FROM custom_values WHERE company_id = $1 AND field_id = $2
 			AND text_value IS NOT NULL AND text_value COLLATE "C" = ANY($3)`
-		if err := tx.queryRow(ctx, q, append(args, removed), &held); err != nil {
-			return f, err
-		}
-		if held.Valid {
-			return f, conflict("option_in_use", fmt.Sprintf("The option %q is held by stored values; clear them first.", held.String))
+		if err := tx.queryRow(ctx, q, append(args, removed), &held); err != nil || held.Valid {
+			return f, cmp.Or(err, conflict("option_in_use", fmt.Sprintf("The option %q is held by stored values; clear them first.", held.String)))
 		}
 	}
 	if f.Required && !old.Required {
 		var missing bool
 		q := `SELECT EXISTS (SELECT FROM ` + customTables[f.Object] + ` o WHERE o.company_id = $1 AND NOT EXISTS (
 			SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = $2 AND v.object_id = o.id))`
-		if err := tx.queryRow(ctx, q, args, &missing); err != nil {
-			return f, err
-		}
-		if missing {
-			return f, conflict("field_values_conflict", "The field cannot be required: objects without a value for it exist.")
+		if err := tx.queryRow(ctx, q, args, &missing); err != nil || missing {
+			return f, cmp.Or(err, conflict("field_values_conflict", "The field cannot be required: objects without a value for it exist."))
 		}
 	}
 	if f.Unique != old.Unique {
@@ -292,10 +286,9 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
 	var companyID, fieldID int64
 	const q = `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`
-	switch err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); {
-	case errors.Is(err, sql.ErrNoRows):
+	if err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
-	case err != nil:
+	} else if err != nil {
 		return 0, err
 	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
