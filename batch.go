@@ -447,8 +447,7 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	p, done := t.pipe, make(chan error, 1)
 	p.mu.Lock()
 	p.waiting[t], p.pending[t] = done, b.QueuedQueries
-	p.running--
-	p.flushIfAllWait(ctx)
+	p.stopped(ctx)
 	p.mu.Unlock()
 	return <-done
 }
@@ -456,15 +455,15 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 // done records that an item ended, which may leave every other item waiting.
 func (p *pipeline) done() {
 	p.mu.Lock()
-	p.running--
-	p.flushIfAllWait(context.Background())
+	p.stopped(context.Background())
 	p.mu.Unlock()
 }
 
-// flushIfAllWait sends, when no item is running, the waiting items' statements in item order as one
-// round trip, and wakes them with its error; the first item whose statement failed is blamed.
-func (p *pipeline) flushIfAllWait(ctx context.Context) {
-	if p.running > 0 || len(p.waiting) == 0 {
+// stopped records that an item stopped running (it waits or is done). When none runs, it sends the
+// waiting items' statements in item order as one round trip, and wakes them with its error; the
+// first item whose statement failed is blamed.
+func (p *pipeline) stopped(ctx context.Context) {
+	if p.running--; p.running > 0 || len(p.waiting) == 0 {
 		return
 	}
 	var b pgx.Batch
