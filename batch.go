@@ -195,14 +195,12 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 // readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, a delete's id.
 func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
 	it := &batchItem[T]{at: at}
-	if op == "delete" {
+	members, dup, ok := jsonMembers(raw)
+	switch {
+	case op == "delete":
 		if it.id = readItemID(raw); it.id == 0 {
 			it.pre = fieldErrors{{Message: "must be an id"}}
 		}
-		return it
-	}
-	members, dup, ok := jsonMembers(raw)
-	switch {
 	case dup != "":
 		it.pre = fieldErrors{{Field: dup, Message: "is given more than once"}}
 	case !ok:
@@ -370,7 +368,6 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	for range items {
 		p.txs = append(p.txs, &tx{c: btx.c, pipe: p})
 	}
-	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if it.err != nil {
@@ -381,29 +378,25 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 			defer p.done()
 			defer func() {
 				if v := recover(); v != nil {
-					errs[i] = fmt.Errorf("batch item %d: panic: %v", i, v)
+					it.err = fmt.Errorf("batch item %d: panic: %v", i, v)
 				}
 			}()
-			errs[i] = runItem[T, P](ctx, p.txs[i], res, bw, t, op, it, byID[it.id])
+			it.err = runItem[T, P](ctx, p.txs[i], res, bw, t, op, it, byID[it.id])
 		})
 	}
 	wg.Wait()
 	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
-		if errs[i] == nil {
+		if items[i].err == nil {
 			btx.queued.QueuedQueries = append(btx.queued.QueuedQueries, itx.queued.QueuedQueries...)
 		}
 	}
-	if btx.c.PgConn().TxStatus() == 'E' {
-		items[p.blamed].pre = errs[p.blamed]
-		return fmt.Errorf("%w %d: %w", errItemAborted, p.blamed, errs[p.blamed])
+	if blamed := items[p.blamed]; btx.c.PgConn().TxStatus() == 'E' {
+		blamed.pre = blamed.err
+		return fmt.Errorf("%w %d: %w", errItemAborted, p.blamed, blamed.err)
 	}
-	for i, err := range errs {
-		switch {
-		case err == nil:
-		case clientError(err) == nil:
-			return err
-		default:
-			items[i].err = err
+	for _, it := range items { // a failure before the transaction (pre) is a client's
+		if it.err != nil && clientError(it.err) == nil {
+			return it.err
 		}
 	}
 	return nil
@@ -454,8 +447,7 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	p, done := t.pipe, make(chan error, 1)
 	p.mu.Lock()
 	p.waiting[t], p.pending[t] = done, b.QueuedQueries
-	p.running--
-	p.flushIfAllWait(ctx)
+	p.stopped(ctx)
 	p.mu.Unlock()
 	return <-done
 }
@@ -463,15 +455,15 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 // done records that an item ended, which may leave every other item waiting.
 func (p *pipeline) done() {
 	p.mu.Lock()
-	p.running--
-	p.flushIfAllWait(context.Background())
+	p.stopped(context.Background())
 	p.mu.Unlock()
 }
 
-// flushIfAllWait sends, when no item is running, the waiting items' statements in item order as one
-// round trip, and wakes them with its error; the first item whose statement failed is blamed.
-func (p *pipeline) flushIfAllWait(ctx context.Context) {
-	if p.running > 0 || len(p.waiting) == 0 {
+// stopped records that an item stopped running (it waits or is done). When none runs, it sends the
+// waiting items' statements in item order as one round trip, and wakes them with its error; the
+// first item whose statement failed is blamed.
+func (p *pipeline) stopped(ctx context.Context) {
+	if p.running--; p.running > 0 || len(p.waiting) == 0 {
 		return
 	}
 	var b pgx.Batch
@@ -504,20 +496,17 @@ func (p *pipeline) flushIfAllWait(ctx context.Context) {
 // expansions loaded for all at once), 207 when some failed; an atomic one 422 (412) and errBatchFailed.
 func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items []*batchItem[T], atomic bool, exps []expansion) (answer, error) {
 	var objs []T
-	failed, preconditions := 0, 0
+	failed, only412 := 0, true // only412: every failure is If-Match's
 	for _, it := range items {
 		switch {
 		case it.err != nil:
-			failed++
-			if errors.Is(it.err, errPreconditionFailed) {
-				preconditions++
-			}
+			failed, only412 = failed+1, only412 && errors.Is(it.err, errPreconditionFailed)
 		case it.status != "deleted":
 			objs = append(objs, it.obj)
 		}
 	}
 	if atomic && failed > 0 {
-		f := answer{status: map[bool]int{false: http.StatusUnprocessableEntity, true: http.StatusPreconditionFailed}[preconditions == failed]}
+		f := answer{status: map[bool]int{false: http.StatusUnprocessableEntity, true: http.StatusPreconditionFailed}[only412]}
 		f.body = problemJSON(r, &apiError{Status: f.status, Code: "batch_failed",
 			Detail: fmt.Sprintf("%d of %d items failed; nothing was changed.", failed, len(items))})
 		f.body = append(f.body[:len(f.body)-2], `,"errors":[`...) // reopen the object
@@ -525,9 +514,8 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 			if it.err == nil {
 				continue
 			}
-			ae := it.problem()
+			ae, index := it.problem(), int64(i)
 			for _, fe := range ae.Errors {
-				index := int64(i)
 				f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
 				f.body = append(appendCandidates(f.body, it.candidates), ',')
 			}
@@ -573,10 +561,8 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 func (it *batchItem[T]) problem() *apiError {
 	ae := *clientError(it.err)
 	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
-		ae.Errors = []fieldError{{Field: it.idField, Message: ae.Detail}}
-		if errors.Is(it.err, errPreconditionFailed) {
-			ae.Errors[0].Field = "ifMatch"
-		}
+		field := map[bool]string{false: it.idField, true: "ifMatch"}[errors.Is(it.err, errPreconditionFailed)]
+		ae.Errors = []fieldError{{Field: field, Message: ae.Detail}}
 	}
 	ae.Errors = slices.Clone(ae.Errors) // the error's own stay as they are
 	for i, fe := range ae.Errors {

@@ -171,7 +171,7 @@ var customFields = &resource{path: "/v1/customFields", table: "custom_fields",
 	selectSQL: `SELECT id, object, key, label, type, options, required, is_unique, created_at, updated_at
 		FROM custom_fields WHERE company_id = $1 AND deleted_at IS NULL`}
 
-func conflict(code, detail string) *apiError {
+func conflict(code, detail string) error {
 	return &apiError{Status: http.StatusConflict, Code: code, Detail: detail}
 }
 
@@ -232,22 +232,16 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 		var held pgtype.Text
 		const q = `SELECT min(text_value) FROM custom_values WHERE company_id = $1 AND field_id = $2
 			AND text_value IS NOT NULL AND text_value COLLATE "C" = ANY($3)`
-		if err := tx.queryRow(ctx, q, append(args, removed), &held); err != nil {
-			return f, err
-		}
-		if held.Valid {
-			return f, conflict("option_in_use", fmt.Sprintf("The option %q is held by stored values; clear them first.", held.String))
+		if err := tx.queryRow(ctx, q, append(args, removed), &held); err != nil || held.Valid {
+			return f, cmp.Or(err, conflict("option_in_use", fmt.Sprintf("The option %q is held by stored values; clear them first.", held.String)))
 		}
 	}
 	if f.Required && !old.Required {
 		var missing bool
 		q := `SELECT EXISTS (SELECT FROM ` + customTables[f.Object] + ` o WHERE o.company_id = $1 AND NOT EXISTS (
 			SELECT FROM custom_values v WHERE v.company_id = $1 AND v.field_id = $2 AND v.object_id = o.id))`
-		if err := tx.queryRow(ctx, q, args, &missing); err != nil {
-			return f, err
-		}
-		if missing {
-			return f, conflict("field_values_conflict", "The field cannot be required: objects without a value for it exist.")
+		if err := tx.queryRow(ctx, q, args, &missing); err != nil || missing {
+			return f, cmp.Or(err, conflict("field_values_conflict", "The field cannot be required: objects without a value for it exist."))
 		}
 	}
 	if f.Unique != old.Unique {
@@ -292,10 +286,9 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
 	var companyID, fieldID int64
 	const q = `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`
-	switch err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); {
-	case errors.Is(err, sql.ErrNoRows):
+	if err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
-	case err != nil:
+	} else if err != nil {
 		return 0, err
 	}
 	res, err := s.db.ExecContext(ctx, `DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
@@ -703,6 +696,7 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 	}
 	for _, name := range slices.Sorted(maps.Keys(lq.custom)) {
 		v := lq.custom[name][0]
+		lq.binding += name + "=" + strconv.Quote(v) + "\n"
 		ref, desc := strings.CutPrefix(v, "-") // sort=-custom.<key>
 		if name != "sort" {
 			ref = name // custom.<key>[op]
@@ -725,7 +719,6 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 		// The sort's name tells sortKey how the cursor carries the value (custom@: a time).
 		lq.sort = &sortField{name: map[bool]string{false: "custom.", true: "custom@"}[kind == keyTime] + key, kind: kind, nullable: true}
 		lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, fields[i].ID, col, kind)
-		lq.binding += "sort=" + strconv.Quote(v) + "\n"
 	}
 	return nil
 }
@@ -778,7 +771,6 @@ func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table 
 	// the objects' primary key: at a million contacts, custom.tier=gold (a third) went from 4.99x the
 	// time of stageId='s count to 0.75x (make bench BENCH_CUSTOM=1 BENCH_CONTACTS=1000000, paired medians).
 	lq.countValues = "SELECT count(*) " + fmt.Sprintf(values, "$"+strconv.Itoa(len(lq.args)+1))
-	lq.binding += param + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
 
@@ -810,21 +802,18 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 		}
 		t, err := auth.resolve(r.Context(), r.Header.Get("x-api-key"), true)
 		if errors.Is(err, errNotFound) {
-			writeProblem(w, r, errUnauthorized)
-			return
+			err = errUnauthorized
 		}
 		var fields []customField
-		var doc map[string]any
 		if err == nil {
 			err = st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
-		}
-		if err == nil {
-			err = json.Unmarshal(openAPIDocument, &doc)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
+		var doc map[string]any
+		json.Unmarshal(openAPIDocument, &doc) // openapi_test.go holds it valid
 		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
 			props, required := map[string]any{}, []string{}
@@ -847,28 +836,20 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 	})
 }
 
-// customSchemas are the JSON Schemas of the values of each type but the selects.
+// customSchemas are the JSON Schemas of the values of each type; OPTIONS stands for a select's.
 var customSchemas = map[string]string{"text": `{"type":["string","null"],"maxLength":1000}`, "number": `{"type":["number","null"]}`,
 	"money": `{"type":["number","null"],"minimum":0}`, "date": `{"type":["string","null"],"format":"date"}`,
 	"datetime": `{"type":["string","null"],"format":"date-time"}`, "boolean": `{"type":["boolean","null"]}`,
 	"url": `{"type":["string","null"],"format":"uri"}`, "email": `{"type":["string","null"],"format":"email"}`,
-	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`}
+	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`, "select": `{"type":["string","null"],"enum":[OPTIONS,null]}`,
+	"multiSelect": `{"type":["array","null"],"items":{"type":"string","enum":[OPTIONS]},"maxItems":` + strconv.Itoa(maxMultiSelected) + `}`}
 
 // jsonSchema is the JSON Schema of f's value in custom.
 func (f *customField) jsonSchema() map[string]any {
+	options := appendStrings(nil, f.optionValues()) // a select has one at least
 	s := map[string]any{}
-	json.Unmarshal([]byte(cmp.Or(customSchemas[f.Type], `{"type":["string","null"]}`)), &s)
+	json.Unmarshal([]byte(strings.Replace(customSchemas[f.Type], "OPTIONS", string(options[1:len(options)-1]), 1)), &s)
 	s["title"] = f.Label
-	options := []any{}
-	for _, v := range f.optionValues() {
-		options = append(options, v)
-	}
-	switch f.Type {
-	case "select":
-		s["enum"] = append(options, nil)
-	case "multiSelect":
-		s["type"], s["items"], s["maxItems"] = []string{"array", "null"}, map[string]any{"type": "string", "enum": options}, maxMultiSelected
-	}
 	return s
 }
 
@@ -902,16 +883,14 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 			valued += " AND (v." + col + ", v.object_id)" + cmp + "(" + param(a.arg(kind), "::text::"+keyTypes[kind].sql) + ", " + param(a.id, "::bigint") + ")"
 		}
 		limit := param(lq.limit+1, "")
-		valued = "(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")"
-		unset = "(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"
-		switch {
-		case a != nil && a.null && !lq.desc: // past the values
-			return unset, args
-		case a != nil && !a.null && lq.desc: // past the objects without a value
-			return valued, args
-		case lq.desc: // the objects without a value first
-			return unset + " UNION ALL " + valued + " LIMIT " + limit, args
+		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")",
+			"(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"}
+		if lq.desc { // the objects without a value first
+			slices.Reverse(parts)
 		}
-		return valued + " UNION ALL " + unset + " LIMIT " + limit, args
+		if a != nil && a.null != lq.desc { // past the first part
+			return parts[1], args
+		}
+		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
 	}
 }
