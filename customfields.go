@@ -343,12 +343,12 @@ type customRow struct {
 }
 
 // customColumns is the SQL of the two columns custom is read from in table: the company's live fields
-// of object, "id:key,..." by id or NULL (it does not depend on the row, so it runs once a statement),
-// and the row's values by field id; storedCustom renders custom in Go. Rendering it in SQL, with a
-// subquery a row, cost a company without fields 18% of its list100 throughput (`make bench
-// BASELINE=eed379d BENCH_ONLY=list100`). The EXISTS, which changes no answer, keeps PostgreSQL's plan
-// cache on a generic plan: without it a list statement was planned anew each time, and a page of 100
-// cost the backend 550 us of CPU against 360 us (2,000 runs in psql, the backend's CPU time in /proc).
+// of object, "id:key,..." by id or NULL (run once a statement: it does not depend on the row), and the
+// row's values by field id; storedCustom renders custom in Go. A subquery a row cost a company without
+// fields 18% of its list100 throughput (`make bench BASELINE=eed379d`). The EXISTS changes no answer
+// and, while the planner's estimates keep the plan cache on a generic plan, saves a page 190 us of
+// backend CPU; once an ANALYZE has it plan each execution anew, these subqueries double a list's or a
+// coalesced retrieve's planning time (0.29 against 0.14 ms): see bench/RESULTS.md.
 func customColumns(table, object string) string {
 	live := `FROM custom_fields f WHERE f.company_id = $1 AND f.object = '` + object + `' AND f.deleted_at IS NULL`
 	return `CASE WHEN EXISTS (SELECT ` + live + `) THEN (SELECT string_agg(f.id || ':' || f.key, ',' ORDER BY f.id) ` +
