@@ -315,41 +315,15 @@ func TestBatchUpsertMatchesCreatesAndLeavesUnchanged(t *testing.T) {
 func TestBatchConcurrentUpsertsOfOneNewValueCreateOneObject(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
-	second := startServer(t, nil, nil) // another server on the same database
-	const n = 24
-	var wg sync.WaitGroup
-	statuses := make([]string, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			base := testEnv.baseURL
-			if i%2 == 1 {
-				base = second
-			}
-			// Each request also carries a value of its own, and the shared ones in another order.
-			body := fmt.Sprintf(`{"items": [{"email": "own%d@example.com", "name": "Own"}, {"email": "new@example.com", "name": "New"},
-				{"email": "other@example.com", "name": "Other %d"}]}`, i, i%2)
-			if i%3 == 0 {
-				body = fmt.Sprintf(`{"items": [{"email": "OTHER@example.com", "name": "Other %d"}, {"email": "New@example.com", "name": "New"}]}`, i%2)
-			}
-			r, err := send(nil, base, "POST", "/v1/contacts/batch/upsert", c.key, body)
-			switch {
-			case err != nil:
-				statuses[i] = err.Error()
-			case r.status != http.StatusOK:
-				statuses[i] = fmt.Sprintf("%d %s", r.status, r.body)
-			default:
-				statuses[i] = "200"
-			}
-		}()
-	}
-	wg.Wait()
-	for i, s := range statuses {
-		if s != "200" {
-			t.Errorf("request %d: %s", i, s)
+	n := int64(upsertInParallel(t, c.key, func(i int) string {
+		// Each request also carries a value of its own, and the shared ones in another order.
+		body := fmt.Sprintf(`{"items": [{"email": "own%d@example.com", "name": "Own"}, {"email": "new@example.com", "name": "New"},
+			{"email": "other@example.com", "name": "Other %d"}]}`, i, i%2)
+		if i%3 == 0 {
+			body = fmt.Sprintf(`{"items": [{"email": "OTHER@example.com", "name": "Other %d"}, {"email": "New@example.com", "name": "New"}]}`, i%2)
 		}
-	}
+		return body
+	}))
 	for _, email := range []string{"new@example.com", "other@example.com"} {
 		if got := sqlID(t, `SELECT count(*) FROM contacts WHERE company_id = $1 AND lower(email) = $2`, c.id, email); got != 1 {
 			t.Errorf("%d contacts with %s; want exactly 1", got, email)
@@ -536,42 +510,16 @@ func TestBatchConcurrentUpsertsOfOneNewCustomValueCreateOneObject(t *testing.T) 
 	t.Parallel()
 	c := newTestCompany(t)
 	field := defineField(t, c.key, `{"object": "contact", "key": "ext", "label": "External id", "type": "text", "unique": true}`)
-	second := startServer(t, nil, nil) // another server on the same database
-	const n = 24
-	var wg sync.WaitGroup
-	statuses := make([]string, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			base := testEnv.baseURL
-			if i%2 == 1 {
-				base = second
-			}
-			// Each request also carries a value of its own, and the shared ones in another order and case.
-			body := fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Own", "custom": {"ext": "own-%d"}},
-				{"name": "New", "custom": {"ext": "new-1"}}, {"name": "Other %d", "custom": {"ext": "other-2"}}]}`, i, i%2)
-			if i%3 == 0 {
-				body = fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Other %d", "custom": {"ext": "OTHER-2"}},
-					{"name": "New", "custom": {"ext": "NEW-1"}}]}`, i%2)
-			}
-			r, err := send(nil, base, "POST", "/v1/contacts/batch/upsert", c.key, body)
-			switch {
-			case err != nil:
-				statuses[i] = err.Error()
-			case r.status != http.StatusOK:
-				statuses[i] = fmt.Sprintf("%d %s", r.status, r.body)
-			default:
-				statuses[i] = "200"
-			}
-		}()
-	}
-	wg.Wait()
-	for i, s := range statuses {
-		if s != "200" {
-			t.Errorf("request %d: %s", i, s)
+	n := int64(upsertInParallel(t, c.key, func(i int) string {
+		// Each request also carries a value of its own, and the shared ones in another order and case.
+		body := fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Own", "custom": {"ext": "own-%d"}},
+			{"name": "New", "custom": {"ext": "new-1"}}, {"name": "Other %d", "custom": {"ext": "other-2"}}]}`, i, i%2)
+		if i%3 == 0 {
+			body = fmt.Sprintf(`{"matchOn": "custom.ext", "items": [{"name": "Other %d", "custom": {"ext": "OTHER-2"}},
+				{"name": "New", "custom": {"ext": "NEW-1"}}]}`, i%2)
 		}
-	}
+		return body
+	}))
 	for _, v := range []string{"new-1", "other-2"} {
 		if got := countOf(t, c.key, "/v1/contacts/count?custom.ext="+v); got != 1 {
 			t.Errorf("%d contacts with %s; want exactly 1", got, v)
@@ -684,4 +632,31 @@ func TestBatchExpandCostsTheQueriesOfAListPage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upsertInParallel sends 24 upserts of contacts at once, body(i) the i-th, alternately to two servers
+// on the same database, wants every one answered 200, and returns how many it sent.
+func upsertInParallel(t *testing.T, key string, body func(i int) string) int {
+	second := startServer(t, nil, nil)
+	statuses := make([]string, 24)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Go(func() {
+			base := map[bool]string{false: testEnv.baseURL, true: second}[i%2 == 1]
+			r, err := send(nil, base, "POST", "/v1/contacts/batch/upsert", key, body(i))
+			switch {
+			case err != nil:
+				statuses[i] = err.Error()
+			case r.status != http.StatusOK:
+				statuses[i] = fmt.Sprintf("%d %s", r.status, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != "" {
+			t.Errorf("request %d: %s", i, s)
+		}
+	}
+	return len(statuses)
 }
