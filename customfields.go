@@ -186,7 +186,7 @@ func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (cu
 	var hasObjects bool
 	q := `SELECT (SELECT count(*) FROM custom_fields WHERE company_id = $1 AND object = $2 AND deleted_at IS NULL),
 		EXISTS (SELECT FROM ` + customTables[f.Object] + ` WHERE company_id = $1)`
-	tx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('custom_fields ' || $1::bigint, 0))`, t.companyID)
+	tx.queue(lockCustomFields, t.companyID)
 	if err := tx.queryRow(ctx, q, []any{t.companyID, f.Object}, &live, &hasObjects); err != nil {
 		return f, err
 	}
@@ -204,7 +204,20 @@ func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (cu
 	if pgCode(err) == "23505" {
 		return f, conflict("field_key_taken", fmt.Sprintf("The %s field key %q is taken by a live field.", f.Object, f.Key))
 	}
+	saveCustomKeys(tx, t.companyID) // after an error, never sent
 	return f, err
+}
+
+// lockCustomFields is the lock of a company's ($1) field creates and deletes: they take turns.
+const lockCustomFields = `SELECT pg_advisory_xact_lock(hashtextextended('custom_fields ' || $1::bigint, 0))`
+
+// saveCustomKeys queues the rewrite of the company's rows of custom_field_keys (customColumns reads
+// them) from its live fields, after a field's create or delete, behind the company's other such writes.
+func saveCustomKeys(tx *tx, companyID int64) {
+	tx.queue(lockCustomFields, companyID)
+	tx.queue(`DELETE FROM custom_field_keys WHERE company_id = $1`, companyID)
+	tx.queue(`INSERT INTO custom_field_keys (company_id, object, keys) SELECT company_id, object, string_agg(id || ':' || key, ',' ORDER BY id)
+		FROM custom_fields WHERE company_id = $1 AND deleted_at IS NULL GROUP BY company_id, object`, companyID)
 }
 
 // updateCustomField applies p (label, options, required, unique) to the company's field id in tx;
@@ -276,6 +289,7 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 			if err := tx.queryRow(r.Context(), q, []any{tenantOf(r).companyID, wr.id}, &n); err != nil || n == 0 {
 				return answer{}, cmp.Or(err, errNotFound)
 			}
+			saveCustomKeys(tx, tenantOf(r).companyID)
 			return answer{status: http.StatusNoContent}, nil
 		})
 	})
@@ -343,16 +357,10 @@ type customRow struct {
 }
 
 // customColumns is the SQL of the two columns custom is read from in table: the company's live fields
-// of object, "id:key,..." by id or NULL (run once a statement: it does not depend on the row), and the
-// row's values by field id; storedCustom renders custom in Go. A subquery a row cost a company without
-// fields 18% of its list100 throughput (`make bench BASELINE=eed379d`). The EXISTS changes no answer
-// and, while the planner's estimates keep the plan cache on a generic plan, saves a page 190 us of
-// backend CPU; once an ANALYZE has it plan each execution anew, these subqueries double a list's or a
-// coalesced retrieve's planning time (0.29 against 0.14 ms): see bench/RESULTS.md.
+// of object, "id:key,..." by id or NULL, from custom_field_keys (schema/0014 says why there), and the
+// row's values by field id; storedCustom renders custom in Go.
 func customColumns(table, object string) string {
-	live := `FROM custom_fields f WHERE f.company_id = $1 AND f.object = '` + object + `' AND f.deleted_at IS NULL`
-	return `CASE WHEN EXISTS (SELECT ` + live + `) THEN (SELECT string_agg(f.id || ':' || f.key, ',' ORDER BY f.id) ` +
-		live + `) END, ` + table + `.custom::text`
+	return `(SELECT k.keys FROM custom_field_keys k WHERE k.company_id = $1 AND k.object = '` + object + `'), ` + table + `.custom::text`
 }
 
 // scanDest is where customColumns are scanned; the second renders custom once the first is read.

@@ -137,6 +137,38 @@ func TestCustomFieldLimit(t *testing.T) {
 	defineField(t, c.key, `{"object": "contact", "key": "one_more", "label": "T", "type": "text"}`)
 }
 
+// TestCustomFieldKeysUnderConcurrentDefinitions: creates and deletes of one company's fields, all at
+// once, leave every object rendering exactly the live fields (custom_field_keys, which they rewrite).
+func TestCustomFieldKeysUnderConcurrentDefinitions(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	var old []int64
+	for i := range 4 {
+		old = append(old, defineField(t, c.key, fmt.Sprintf(`{"object": "contact", "key": "old%d", "label": "L", "type": "text"}`, i)))
+	}
+	contact, _ := create(t, c.key, "/v1/contacts", `{"name": "Ada"}`)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			defineField(t, c.key, fmt.Sprintf(`{"object": "contact", "key": "new%d", "label": "L", "type": "text"}`, i))
+		})
+	}
+	for _, id := range old[:3] {
+		wg.Go(func() {
+			wantStatus(t, call(t, "DELETE", itemPath("/v1/customFields", id), c.key, ""), http.StatusNoContent)
+		})
+	}
+	wg.Wait()
+	got := decode[map[string]any](t, []byte(customOf(t, c.key, itemPath("/v1/contacts", contact.id()))))
+	want := map[string]any{"old3": nil}
+	for i := range 6 {
+		want[fmt.Sprintf("new%d", i)] = nil
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("custom of a contact after concurrent field creates and deletes (-want +got):\n%s", diff)
+	}
+}
+
 // contactFields defines one field of each type on contacts and returns the user id a user field
 // may take.
 func contactFields(t *testing.T, key string) {

@@ -609,15 +609,19 @@ var loadSQL = []string{
 }
 
 // customFieldsSQL defines 50 contact fields of company $1, of every type, and before them, when $2,
-// tier (select: gold, silver, bronze) and arr (number), as POST /v1/customFields would store them.
-const customFieldsSQL = `INSERT INTO custom_fields (company_id, object, key, label, type, options)
+// tier (select: gold, silver, bronze) and arr (number), as POST /v1/customFields would store them,
+// with their keys in custom_field_keys.
+const customFieldsSQL = `WITH f AS (INSERT INTO custom_fields (company_id, object, key, label, type, options)
 	SELECT $1::bigint, 'contact', key, label, type, options FROM (VALUES
 	    ('tier', 'Tier', 'select', '[{"value":"gold","label":"Gold"},{"value":"silver","label":"Silver"},{"value":"bronze","label":"Bronze"}]'),
 	    ('arr', 'ARR', 'number', NULL)) AS f (key, label, type, options) WHERE $2::boolean
 	UNION ALL
 	SELECT $1::bigint, 'contact', 'extra_' || g, 'Extra ' || g, t, CASE WHEN t LIKE '%elect' THEN '[{"value":"a","label":"A"},{"value":"b","label":"B"}]' END
 	FROM generate_series(1, 50) AS g, LATERAL (SELECT (ARRAY['text', 'number', 'money', 'date', 'datetime', 'boolean', 'select',
-	    'multiSelect', 'url', 'email', 'user'])[1 + g % 11] AS t) AS t`
+	    'multiSelect', 'url', 'email', 'user'])[1 + g % 11] AS t) AS t
+	RETURNING company_id, object, id, key)
+	INSERT INTO custom_field_keys (company_id, object, keys)
+	SELECT company_id, object, string_agg(id || ':' || key, ',' ORDER BY id) FROM f GROUP BY company_id, object`
 
 // customValuesSQL writes the rows of custom_values of company $1's contacts' select and number
 // values (their custom column, which loadSQL set), as saveCustom would.
