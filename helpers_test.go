@@ -665,8 +665,8 @@ func waitLogLine(t *testing.T, log *syncBuffer, s string) string {
 }
 
 // dbProxy is a TCP proxy between a server under test and PostgreSQL. It counts the statements sent
-// through it (the frontend's Query and Execute messages), and point makes the database go away
-// without stopping it.
+// through it (the frontend's Query and Execute messages) but the background purge's (purgeStatement),
+// and point makes the database go away without stopping it.
 type dbProxy struct {
 	target  atomic.Pointer[string]
 	queries atomic.Int64
@@ -736,6 +736,7 @@ func (p *dbProxy) forward(c net.Conn) {
 	// What the client sends, message by message: a startup message (an int32 length and a code) that
 	// may first be an encryption request, then messages of a type byte and an int32 length.
 	r := bufio.NewReader(c)
+	stmts, bound := map[string]string{}, "" // the SQL of the connection's statements by name; of the last Bind's
 	for startup := true; ; {
 		head := 5
 		if startup {
@@ -749,10 +750,16 @@ func (p *dbProxy) forward(c net.Conn) {
 		if _, err := io.ReadFull(r, msg[head:]); err != nil {
 			return
 		}
-		if startup {
+		fields := bytes.Split(msg[min(5, len(msg)):], []byte{0})
+		switch {
+		case startup:
 			code := binary.BigEndian.Uint32(msg[4:])
 			startup = code == 80877103 || code == 80877104 // SSL or GSS encryption request
-		} else if msg[0] == 'Q' || msg[0] == 'E' {
+		case msg[0] == 'P': // Parse: a statement's name and SQL
+			stmts[string(fields[0])] = string(fields[1])
+		case msg[0] == 'B': // Bind: a portal's name and its statement's
+			bound = stmts[string(fields[1])]
+		case msg[0] == 'Q' || msg[0] == 'E' && !purgeStatement(bound):
 			p.queries.Add(1)
 		}
 		if *p.target.Load() == "" {
