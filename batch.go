@@ -172,7 +172,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 	for i, it := range items { // two items for one object: which one wins would be a guess
 		it.value = memberRaw(it.members, *matchOn)
 		if key, ok := strings.CutPrefix(*matchOn, "custom."); ok {
-			custom, _, _ := jsonMembers(memberRaw(it.members, "custom"))
+			custom := objectMembers(memberRaw(it.members, "custom"))
 			it.value = memberRaw(custom, key)
 		}
 		it.key, _ = jsonString(it.value, 255)
@@ -351,7 +351,7 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 		case len(mr.ids) > 1:
 			for _, id := range mr.ids {
 				if o, ok := byID[id]; ok {
-					members, _, _ := jsonMembers(P(o).appendJSON(nil)) // the id as the object has it
+					members := objectMembers(P(o).appendJSON(nil)) // the id as the object has it
 					it.candidates = append(it.candidates, members[0].raw)
 				}
 			}

@@ -376,7 +376,7 @@ func (s *storedCustom) ScanText(v pgtype.Text) error {
 	if cv.json = nil; len(cv.defs) == 0 {
 		return nil // appendJSON writes {}
 	}
-	values, _, _ := jsonMembers([]byte(v.String))
+	values := objectMembers([]byte(v.String))
 	b := []byte{'{'}
 	for def := range bytes.SplitSeq(cv.defs, []byte{','}) {
 		id, key, _ := bytes.Cut(def, []byte{':'})
@@ -405,7 +405,7 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 	if !ok {
 		return `must be an object of custom field values, such as {"tier": "gold"}`
 	}
-	cur, _, _ := jsonMembers(cv.json)
+	cur := objectMembers(cv.json)
 	cv.w = &customWrite{sent: []string{}}
 	for _, m := range patch {
 		var c bytes.Buffer
@@ -440,7 +440,7 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 	if !isTime && !isCustom {
 		return "", false // not a custom sort: id
 	}
-	members, _, _ := jsonMembers(cv.json)
+	members := objectMembers(cv.json)
 	raw := memberRaw(members, key)
 	if raw == nil || isNull(raw) {
 		return "", true
@@ -496,7 +496,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	} else if fields, err = loadCustomFields(ctx, tx.read, companyID, object); err != nil {
 		return err
 	}
-	values, _, _ := jsonMembers(cv.json)
+	values := objectMembers(cv.json)
 	var errs fieldErrors
 	for _, m := range values {
 		if !slices.ContainsFunc(fields, func(f customField) bool { return f.Key == m.name }) {

@@ -131,8 +131,8 @@ func previousAttributes(old, v []byte) []byte {
 	if old == nil {
 		return nil
 	}
-	was, _, _ := jsonMembers(old)
-	now, _, _ := jsonMembers(v)
+	was := objectMembers(old)
+	now := objectMembers(v)
 	var changed []member
 	for i, m := range was {
 		switch {

@@ -110,7 +110,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	case !admits(versions, P(&objs[sv]).version()):
 		return answer{}, errPreconditionFailed
 	}
-	survivor, _, _ := jsonMembers(encoded[wr.id])
+	survivor := objectMembers(encoded[wr.id])
 	losers := make([][]member, len(ids))
 	var errs fieldErrors
 	var idsAsWritten []json.RawMessage
@@ -121,7 +121,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 			errs = append(errs, fieldError{Field: fmt.Sprintf("mergeIds[%d]", i), Message: "is not a " + res.event + " of the company"})
 			continue
 		}
-		losers[i], _, _ = jsonMembers(encoded[id])
+		losers[i] = objectMembers(encoded[id])
 		idsAsWritten = append(idsAsWritten, memberRaw(losers[i], "id"))
 		evs[i] = eventRow{res.event + ".deleted", encoded[id], mergedInto}
 	}
@@ -177,9 +177,9 @@ func mergeMembers(survivor []member, losers [][]member, prefix string) (patch, c
 		if m.name == "custom" {
 			lost := make([][]member, len(losers))
 			for i, l := range losers {
-				lost[i], _, _ = jsonMembers(memberRaw(l, "custom"))
+				lost[i] = objectMembers(memberRaw(l, "custom"))
 			}
-			values, _, _ := jsonMembers(m.raw)
+			values := objectMembers(m.raw)
 			p, c := mergeMembers(values, lost, "custom.")
 			if changes = append(changes, c...); p != nil {
 				patch = append(patch, member{"custom", appendMembers(nil, p)})

@@ -316,17 +316,20 @@ func TestHugeBodyIs413WithoutBeingRead(t *testing.T) {
 }
 
 // BenchmarkJSONMembers splits a custom object of 52 fields, as a write with custom values does
-// several times (go test -run '^$' -bench JSONMembers .).
+// several times, as a body (jsonMembers) and as its own (go test -run '^$' -bench JSONMembers .).
 func BenchmarkJSONMembers(b *testing.B) {
 	obj := []byte(`{"tier":"silver","arr":123456`)
 	for i := range 50 {
 		obj = fmt.Appendf(obj, `,"extra_field_%d":null`, i)
 	}
 	obj = append(obj, '}')
-	b.ReportAllocs()
-	for b.Loop() {
-		if m, _, ok := jsonMembers(obj); !ok || len(m) != 52 {
-			b.Fatalf("jsonMembers = %d members, %v; want 52", len(m), ok)
-		}
+	for name, split := range map[string]func([]byte) []member{"body": func(b []byte) []member { m, _, _ := jsonMembers(b); return m }, "own": objectMembers} {
+		b.Run(name, func(b *testing.B) {
+			for b.ReportAllocs(); b.Loop(); {
+				if m := split(obj); len(m) != 52 {
+					b.Fatalf("%d members; want 52", len(m))
+				}
+			}
+		})
 	}
 }
