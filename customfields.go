@@ -466,28 +466,38 @@ func loadCustomFields(ctx context.Context, rd reader, companyID int64, object st
 	return fields, err
 }
 
-// queueCustomFields queues the read of the company's live fields of object, for checkCustom, with the
-// write's next round trip (so they cost none of their own), when the write needs them: a create
-// (members nil) always, an update whose patch sets custom. The write must send one before checkCustom.
+// queueCustomFields queues the read of the company's live fields of object that checkCustom checks,
+// with the write's next round trip (so they cost none of their own): a create's (members nil) every
+// one, an update's those its patch sets in custom, if any. The write must send one before checkCustom.
 func queueCustomFields(tx *tx, companyID int64, object string, members []member) *[]customField {
-	if members != nil && !hasMember(members, "custom") {
-		return nil
+	q, args := fieldsOfObject, []any{companyID, object}
+	if members != nil {
+		if !hasMember(members, "custom") {
+			return nil
+		}
+		var keys []string
+		for _, m := range objectMembers(memberRaw(members, "custom")) {
+			keys = append(keys, m.name)
+		}
+		q, args = customFields.selectSQL+` AND object = $2 AND key = ANY($3) ORDER BY id`, append(args, keys)
 	}
 	fields := []customField{}
-	tx.queueRead(rowsInto[customField](&fields, fieldsOfObject, companyID, object))
+	tx.queueRead(rowsInto[customField](&fields, q, args...))
 	return &fields
 }
 
 // checkCustom checks the custom values a body set (cv.w.sent) on an object of kind object against the
-// company's fields (read: those queueCustomFields read, or nil), and makes cv's JSON, column and rows;
-// a create without custom gets every field null, its required ones errors (each named custom.<key>).
-// An update (objectID not 0) also writes the changed values' rows (saveCustom).
+// company's fields (read: those queueCustomFields read, or nil: every one), and makes cv's JSON, column
+// and rows. A create checks every field: one it leaves out is null, or if required an error (each named
+// custom.<key>). An update checks the fields it sets; the others (cv.defs, read with the object) keep
+// their values, checked when they were written. An update also writes its values' rows (saveCustom).
+// Reading and checking only what an update sets (2 fields of 52) took a PATCH's server CPU from
+// 588-631 to 544-600 us (a million contacts, wrk -c32, 2 rounds each).
 func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, read *[]customField) error {
-	create, sent := objectID == 0, []string(nil)
+	sent := []string(nil)
 	if cv.w != nil {
 		sent = cv.w.sent
-	}
-	if sent == nil && !create {
+	} else if objectID != 0 {
 		return nil
 	}
 	fields, err := []customField(nil), error(nil)
@@ -496,31 +506,47 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	} else if fields, err = loadCustomFields(ctx, tx.read, companyID, object); err != nil {
 		return err
 	}
-	values := objectMembers(cv.json)
-	var errs fieldErrors
-	for _, m := range values {
-		if !slices.ContainsFunc(fields, func(f customField) bool { return f.Key == m.name }) {
-			errs = append(errs, fieldError{Field: "custom." + m.name, Message: "is not a custom field of " + object + " objects"})
+	live, checked, values := fields, map[string]*customField{}, map[string]json.RawMessage{}
+	for i := range fields {
+		checked[fields[i].Key] = &fields[i]
+	}
+	if objectID != 0 { // the object's live fields, by id
+		live = nil
+		for def := range strings.SplitSeq(string(cv.defs), ",") {
+			if id, key, ok := strings.Cut(def, ":"); ok {
+				n, _ := strconv.ParseInt(id, 10, 64)
+				live = append(live, customField{ID: n, Key: key})
+			}
 		}
 	}
-	out := make([]member, 0, len(fields))
-	stored := []member{}
+	for _, f := range live {
+		values[f.Key] = nil
+	}
+	var errs fieldErrors
+	for _, m := range objectMembers(cv.json) {
+		if _, ok := values[m.name]; !ok || checked[m.name] == nil && slices.Contains(sent, m.name) {
+			errs = append(errs, fieldError{Field: "custom." + m.name, Message: "is not a custom field of " + object + " objects"})
+		}
+		values[m.name] = m.raw
+	}
+	out, stored := make([]member, 0, len(live)), []member{}
 	var userFields, users []int64 // the fields of type user the write sets, and their values
-	cv.w = &customWrite{keys: map[int64]string{}}
-	for _, f := range fields {
-		value, rows, msg := f.checkValue(memberRaw(values, f.Key))
-		if msg == "" && f.Required && isNull(value) {
-			msg = "is required"
+	cv.w = &customWrite{sent: sent, keys: map[int64]string{}}
+	for _, l := range live {
+		f, value, rows, msg := checked[l.Key], values[l.Key], []customRow(nil), ""
+		if f != nil {
+			if value, rows, msg = f.checkValue(value); msg == "" && f.Required && isNull(value) {
+				msg = "is required"
+			}
 		}
 		if msg != "" {
 			errs = append(errs, fieldError{Field: "custom." + f.Key, Message: msg})
 			continue
 		}
-		out = append(out, member{f.Key, value})
-		if !isNull(value) {
-			stored = append(stored, member{strconv.FormatInt(f.ID, 10), value})
+		if out = append(out, member{l.Key, append(appendNull(nil, value != nil), value...)}); value != nil && !isNull(value) {
+			stored = append(stored, member{strconv.FormatInt(l.ID, 10), value})
 		}
-		if create || slices.Contains(sent, f.Key) {
+		if f != nil {
 			cv.w.keys[f.ID] = f.Key
 			cv.w.rows = append(cv.w.rows, rows...)
 			if f.Type == "user" && len(rows) > 0 {
