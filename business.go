@@ -190,7 +190,7 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 			return b, fmt.Errorf("business defaults: %w", err)
 		}
 	}
-	fields := queueCustomFields(tx, t.companyID, "business", nil) // read with the reference check
+	fields := queueCustomFields(tx, t.companyID, "business", nil, &b.Custom) // read with the reference check
 	if err := checkBusinessRefs(ctx, tx, t.companyID, &b); err != nil {
 		return b, err
 	}
@@ -224,7 +224,7 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 // updateBusiness applies p to the company's business record id in tx, like updateContact (and with
 // its round trips); stageId must stay a stage of boardId whichever of them changes.
 func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (business, error) {
-	fields := queueCustomFields(tx, t.companyID, "business", p.members) // read with the lock
+	fields := queueCustomFields(tx, t.companyID, "business", p.members, nil) // read with the lock
 	old, b, changed, err := lockObject[business](ctx, tx, businesses, t.companyID, id, p)
 	if err != nil || !changed {
 		return b, err

@@ -169,7 +169,7 @@ func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact) 
 // event. References to objects the company does not have are fieldErrors. Round trips: the
 // reference check (with BEGIN), the INSERT; the event goes with COMMIT.
 func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, error) {
-	fields := queueCustomFields(tx, t.companyID, "contact", nil) // read with the reference check
+	fields := queueCustomFields(tx, t.companyID, "contact", nil, &c.Custom) // read with the reference check
 	if err := checkContactRefs(ctx, tx, t.companyID, &c); err != nil {
 		return c, err
 	}
@@ -200,7 +200,7 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 // keep them so). Round trips: the lock (with BEGIN), the reference check when a reference changed,
 // the UPDATE; the event goes with COMMIT.
 func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (contact, error) {
-	fields := queueCustomFields(tx, t.companyID, "contact", p.members) // read with the lock
+	fields := queueCustomFields(tx, t.companyID, "contact", p.members, nil) // read with the lock
 	old, c, changed, err := lockObject[contact](ctx, tx, contacts, t.companyID, id, p)
 	if err != nil || !changed {
 		return c, err

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -456,43 +457,49 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 	return s, false
 }
 
-// fieldsOfObject selects the company's ($1) live fields of an object ($2), by id.
-var fieldsOfObject = customFields.selectSQL + ` AND object = $2 ORDER BY id`
-
 // loadCustomFields reads the company's live fields of object, by id.
 func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string) ([]customField, error) {
 	fields := []customField{}
-	err := rd(ctx, rowsInto[customField](&fields, fieldsOfObject, companyID, object))
+	err := rd(ctx, rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object))
 	return fields, err
 }
 
-// queueCustomFields queues the read of the company's live fields of object that checkCustom checks,
-// with the write's next round trip (so they cost none of their own): a create's (members nil) every
-// one, an update's those its patch sets in custom, if any. The write must send one before checkCustom.
-func queueCustomFields(tx *tx, companyID int64, object string, members []member) *[]customField {
-	q, args := fieldsOfObject, []any{companyID, object}
-	if members != nil {
-		if !hasMember(members, "custom") {
-			return nil
-		}
-		var keys []string
-		for _, m := range objectMembers(memberRaw(members, "custom")) {
-			keys = append(keys, m.name)
-		}
-		q, args = customFields.selectSQL+` AND object = $2 AND key = ANY($3) ORDER BY id`, append(args, keys)
+// queueCustomFields queues, with the write's next round trip (so they cost none of their own), the
+// reads checkCustom needs of the company's live fields of object: the definitions of those the write
+// sets (a create's cv.w.sent, an update's keys in the custom of its patch's members; no read when it
+// has none) and a create's (cv not nil) required ones, with every field's key into cv.defs (an
+// update reads those with its object). The write must send one before checkCustom.
+func queueCustomFields(tx *tx, companyID int64, object string, members []member, cv *customValues) *[]customField {
+	keys := []string{}
+	switch {
+	case cv != nil && cv.w != nil:
+		keys = cv.w.sent
+	case cv == nil && !hasMember(members, "custom"):
+		return nil
+	}
+	for _, m := range objectMembers(memberRaw(members, "custom")) {
+		keys = append(keys, m.name)
 	}
 	fields := []customField{}
-	tx.queueRead(rowsInto[customField](&fields, q, args...))
+	tx.queueRead(rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 AND (key = ANY($3) OR $4 AND required)
+		ORDER BY id`, companyID, object, keys, cv != nil))
+	if cv != nil {
+		tx.queueRead(read{`SELECT keys FROM custom_field_keys WHERE company_id = $1 AND object = $2`, []any{companyID, object},
+			func(rows rows) error {
+				_, err := pgx.ForEachRow(rows, []any{&cv.defs}, func() error { return nil })
+				return err
+			}})
+	}
 	return &fields
 }
 
 // checkCustom checks the custom values a body set (cv.w.sent) on an object of kind object against the
-// company's fields (read: those queueCustomFields read, or nil: every one), and makes cv's JSON, column
-// and rows. A create checks every field: one it leaves out is null, or if required an error (each named
-// custom.<key>). An update checks the fields it sets; the others (cv.defs, read with the object) keep
-// their values, checked when they were written. An update also writes its values' rows (saveCustom).
-// Reading and checking only what an update sets (2 fields of 52) took a PATCH's server CPU from
-// 588-631 to 544-600 us (a million contacts, wrk -c32, 2 rounds each).
+// fields queueCustomFields read (read; nil: it reads them now), and makes cv's JSON, column and rows.
+// It checks the fields the write sets and, on a create, the required ones (each error named
+// custom.<key>). The others (cv.defs) are null on a create, and on an update keep their values,
+// checked when they were written. An update also writes its values' rows (saveCustom). Reading and
+// checking only those pays, in server CPU a write that sets 2 fields of 52 (a million contacts, wrk
+// -c32, paired rounds): a PATCH 544-600 us, 588-631 reading all 52; a POST 422-490, 470-597.
 func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, read *[]customField) error {
 	sent := []string(nil)
 	if cv.w != nil {
@@ -500,23 +507,20 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	} else if objectID != 0 {
 		return nil
 	}
-	fields, err := []customField(nil), error(nil)
-	if read != nil {
-		fields = *read
-	} else if fields, err = loadCustomFields(ctx, tx.read, companyID, object); err != nil {
-		return err
+	if read == nil { // a create that queued none
+		read = queueCustomFields(tx, companyID, object, nil, cv)
+		if err := tx.read(ctx); err != nil {
+			return err
+		}
 	}
-	live, checked, values := fields, map[string]*customField{}, map[string]json.RawMessage{}
+	fields, live, checked, values := *read, []customField(nil), map[string]*customField{}, map[string]json.RawMessage{}
 	for i := range fields {
 		checked[fields[i].Key] = &fields[i]
 	}
-	if objectID != 0 { // the object's live fields, by id
-		live = nil
-		for def := range strings.SplitSeq(string(cv.defs), ",") {
-			if id, key, ok := strings.Cut(def, ":"); ok {
-				n, _ := strconv.ParseInt(id, 10, 64)
-				live = append(live, customField{ID: n, Key: key})
-			}
+	for def := range strings.SplitSeq(string(cv.defs), ",") { // the object's live fields, by id
+		if id, key, ok := strings.Cut(def, ":"); ok {
+			n, _ := strconv.ParseInt(id, 10, 64)
+			live = append(live, customField{ID: n, Key: key})
 		}
 	}
 	for _, f := range live {

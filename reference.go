@@ -183,7 +183,7 @@ func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (
 // updateOrganization applies p to the company's organization id in tx, like updateContact. Round
 // trips: the lock (with BEGIN), the UPDATE; the event goes with COMMIT.
 func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch) (organization, error) {
-	fields := queueCustomFields(tx, t.companyID, "organization", p.members) // read with the lock
+	fields := queueCustomFields(tx, t.companyID, "organization", p.members, nil) // read with the lock
 	old, o, changed, err := lockObject[organization](ctx, tx, organizations, t.companyID, id, p)
 	if err != nil || !changed {
 		return o, err
