@@ -594,16 +594,23 @@ func TestBatchExpandCostsTheQueriesOfAListPage(t *testing.T) {
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "2", "ROLODEX_WEBHOOK_SLOTS": "0",
 		"ROLODEX_STATEMENT_TIMEOUT": "25s"}, &syncBuffer{})
 	w := newRefWorld(t)
-	queries := func(t *testing.T, method, path, body string, status, objects int) int64 {
+	// The fewest of three tries: on Citus a batch of 100 takes seconds, and more than the purge the
+	// proxy leaves out (purgeStatement) may run beside it: the servers' other background work.
+	queries := func(t *testing.T, method, path, body string, status, objects int) (fewest int64) {
 		t.Helper()
-		wantStatus(t, callAt(t, nil, base, "GET", "/v1/statuses", w.key, ""), http.StatusOK) // the key in the server's cache
-		proxy.queries.Store(0)
-		r := callAt(t, nil, base, method, path, w.key, body)
-		count := proxy.queries.Load()
-		if got := bytes.Count(r.body, []byte(`"createdAt"`)); r.status != status || count == 0 || got != objects {
-			t.Fatalf("%s %s = %d with %d objects and nested objects after %d queries; want %d with %d", method, path, r.status, got, count, status, objects)
+		for try := range 3 {
+			wantStatus(t, callAt(t, nil, base, "GET", "/v1/statuses", w.key, ""), http.StatusOK) // the key in the server's cache
+			proxy.queries.Store(0)
+			r := callAt(t, nil, base, method, path, w.key, body)
+			count := proxy.queries.Load()
+			if got := bytes.Count(r.body, []byte(`"createdAt"`)); r.status != status || count == 0 || got != objects {
+				t.Fatalf("%s %s = %d with %d objects and nested objects after %d queries; want %d with %d", method, path, r.status, got, count, status, objects)
+			}
+			if try == 0 || count < fewest {
+				fewest = count
+			}
 		}
-		return count
+		return fewest
 	}
 	for resource, specs := range expsOf {
 		t.Run(resource, func(t *testing.T) {
