@@ -67,7 +67,7 @@ func parseExpand(r *http.Request, q url.Values, allowed []expansion) ([]expansio
 	var out []expansion
 	for _, e := range allowed {
 		if slices.Contains(vals, e.name) {
-			if aerr := needScope(r, e.kind.scope()); aerr != nil {
+			if aerr := scopeError(tenantOf(r).scopes, e.kind.scope()); aerr != nil {
 				return nil, aerr
 			}
 			out = append(out, e)

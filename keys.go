@@ -54,17 +54,12 @@ func validScope(s string) bool {
 // it (see covers). Every keyed route of addRoutes goes through it.
 func withScope(scope string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if aerr := needScope(r, scope); aerr != nil {
+		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// needScope returns a 403 naming scope unless the request's key has it.
-func needScope(r *http.Request, scope string) *apiError {
-	return scopeError(tenantOf(r).scopes, scope)
 }
 
 // scopeError returns a 403 naming scope unless scopes cover it.
