@@ -77,7 +77,6 @@ type webhookEndpoint struct {
 	Description    pgtype.Text
 	Enabled        bool
 	DisabledReason pgtype.Text  // why the server disabled it
-	families       []string     // of events it is sent: those the key that last wrote it reads
 	Secret         *pgtype.Text // set only in the answers that make one (secretAnswer)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -280,9 +279,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeProblem(w, r, aerr)
 			return
 		}
-		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := createWebhook(r.Context(), tx, t.companyID, v)
+			v, err := createWebhook(r.Context(), tx, t, v)
 			return secretAnswer(v), err
 		})
 	})
@@ -326,18 +324,19 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 	})
 }
 
-// createWebhook stores v, a new endpoint of the company, in tx with a new secret; errWebhookLimit past
-// maxWebhookEndpoints. Round trips: the company's lock and the INSERT (with BEGIN).
-func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+// createWebhook stores v, a new endpoint of the company sent the families of events the tenant's key
+// reads, in tx with a new secret; errWebhookLimit past maxWebhookEndpoints. Round trips: the company's
+// lock and the INSERT (with BEGIN).
+func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (webhookEndpoint, error) {
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
-	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
+	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, t.companyID)
 	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
 		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
 	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
-		&v.ID, &v.CreatedAt, &v.UpdatedAt)
+	err := tx.queryRow(ctx, q, []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
+		readableFamilies(t.scopes)}, &v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
 	}
@@ -358,11 +357,10 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	if v.Enabled {
 		v.DisabledReason = pgtype.Text{}
 	}
-	v.families = readableFamilies(t.scopes)
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
 		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, v.families},
+	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, readableFamilies(t.scopes)},
 		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
