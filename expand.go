@@ -187,9 +187,7 @@ func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel rel
 	}
 	b = b[:len(b)-1] // reopen the object
 	for _, e := range exps {
-		b = append(b, ',')
-		b = appendString(b, e.name)
-		b = append(b, ':')
+		b = append(appendString(append(b, ','), e.name), ':')
 		id, ok := v.relatedID(e.name)
 		if obj, found := rel[e.kind][id]; ok && found {
 			b = append(b, obj...)
