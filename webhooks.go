@@ -295,13 +295,12 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		var found []webhookEndpoint // 404 (or the answer kept for its key) before the body is checked
-		if err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, wr.id)); err != nil {
-			writeError(w, r, log, err)
+		_, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil)
+		if errors.Is(err, errNotFound) { // 404 (or the answer kept for its key) before the body is checked
+			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, err })
 			return
-		}
-		if len(found) == 0 {
-			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
+		} else if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
