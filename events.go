@@ -131,8 +131,7 @@ func previousAttributes(old, v []byte) []byte {
 	if old == nil {
 		return nil
 	}
-	was := objectMembers(old)
-	now := objectMembers(v)
+	was, now := objectMembers(old), objectMembers(v)
 	var changed []member
 	for i, m := range was {
 		switch {
