@@ -176,7 +176,7 @@ var refusedPrefixes = []netip.Prefix{
 }
 
 // globalIPv6 is the only IPv6 space allocated for global unicast. Outside it are ::/8 (but for
-// the IPv4 it embeds, see embeddedIPv4), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
+// the IPv4 it embeds, see ipv4Inside), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
 // (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
 var globalIPv6 = netip.MustParsePrefix("2000::/3")
 
@@ -193,22 +193,17 @@ var ipv4Inside = []struct {
 	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
 }
 
-// embeddedIPv4 returns the IPv4 address ip embeds or translates to, else ip; either without a zone.
-func embeddedIPv4(ip netip.Addr) netip.Addr {
-	ip = ip.WithZone("") // a prefix contains no zoned address
-	for _, in := range ipv4Inside {
-		if in.prefix.Contains(ip) {
-			b := ip.As16()
-			return netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
-		}
-	}
-	return ip
-}
-
 // allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow, judged
 // by the IPv4 address it embeds if any. checkWebhookHost and the webhook client's dialer both ask it.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
-	inner := embeddedIPv4(ip)
+	inner := ip.WithZone("") // a prefix contains no zoned address
+	for _, in := range ipv4Inside {
+		if in.prefix.Contains(inner) {
+			b := inner.As16()
+			inner = netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
+			break
+		}
+	}
 	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
 		return true
 	}
