@@ -374,16 +374,9 @@ func secretAnswer(v webhookEndpoint) answer {
 // handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		wr := startWrite(w, r, webhooks, log, []bodyField{}) // the body sets nothing: {}
-		if wr == nil {
-			return
-		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
-			return secretAnswer(v), err
-		})
+	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
+		return secretAnswer(v), err
 	})
 }
 
