@@ -50,8 +50,7 @@ func validScope(s string) bool {
 	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
 }
 
-// withScope answers 403 insufficient_scope unless the request's key has scope, or one that covers
-// it (see covers). Every keyed route of addRoutes goes through it.
+// withScope answers 403 insufficient_scope unless the request's key covers scope (every keyed route).
 func withScope(scope string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {

@@ -30,12 +30,11 @@ import (
 // Webhooks (API.md section 12): a company's endpoints, and a worker in every server that posts each
 // event to the endpoints that take it, signed, retried, at least once.
 //
-// The statement that writes an event also writes its pending deliveries (recordEvent, events.go): a
-// committed change always has them, a failed one none. The worker leases due deliveries with one
-// UPDATE that moves next_attempt_at ahead only where it is still the one read (of servers reading
-// the same delivery, the first takes it), posts each with no transaction open, and records the
-// attempt only while the lease is its own. A server killed mid-delivery leaves the lease to run
-// out, and any server sends it again: receivers de-duplicate on Rolodex-Event-Id.
+// The statement that writes an event writes its pending deliveries too (recordEvents): a committed
+// change always has them, a failed one none. The worker leases due deliveries with one UPDATE, which
+// moves next_attempt_at ahead only where it is still the one read, posts each with no transaction
+// open, and records the attempt only while the lease is its own. A server killed mid-delivery leaves
+// the lease to run out; any server sends it again, and receivers de-duplicate on Rolodex-Event-Id.
 //
 // Server-side request forgery: an endpoint's host must resolve only to public addresses when it is
 // set, and the worker's dialer checks the address it connects to (a DNS answer that changes later
@@ -180,8 +179,7 @@ var refusedPrefixes = []netip.Prefix{
 // (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
 var globalIPv6 = netip.MustParsePrefix("2000::/3")
 
-// ipv4Inside are the IPv6 addresses that embed or translate to an IPv4 address, and the byte
-// where it starts.
+// ipv4Inside are the IPv6 prefixes that embed or translate to an IPv4 address, and its first byte.
 var ipv4Inside = []struct {
 	prefix netip.Prefix
 	at     int
@@ -213,9 +211,8 @@ func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
 	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
-// checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
-// does not resolve or resolves to an address allowedAddr does not admit; else nil. Both errors are
-// the same and name no address, so that they map no one's internal DNS.
+// checkWebhookHost returns an error naming rawURL's host unless it resolves, and only to addresses
+// allowedAddr admits. Either way the error is the same and names no address: it maps no internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
 	u, _ := url.Parse(rawURL) // webhookURL parsed it
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -256,8 +253,7 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
-// The URL's host is resolved before the write. The key must read the events the endpoint takes, and
-// it is sent only those of the families the key reads.
+// The URL's host is resolved, and the key must read the events the endpoint takes, before the write.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
