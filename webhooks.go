@@ -433,20 +433,15 @@ const deliveryColumns = `id, event_id, event_type, status, attempts, last_status
 // the delivery, pending and due now, whatever its status was.
 func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
 		deliveryID, ok := parseID(r.PathValue("deliveryId"))
 		if !ok {
 			writeProblem(w, r, badRequest("invalid_id", fmt.Sprintf("The delivery id in the path must be a positive integer; got %q.", r.PathValue("deliveryId"))))
 			return
 		}
-		wr := startWrite(w, r, deliveries, log, []bodyField{}) // the body sets nothing: {}
-		if wr == nil {
-			return
-		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+		handleWrite(st, deliveries, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 			d, err := retryDelivery(r.Context(), tx, t, wr.id, deliveryID)
 			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
-		})
+		}).ServeHTTP(w, r)
 	})
 }
 
