@@ -172,8 +172,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 	for i, it := range items { // two items for one object: which one wins would be a guess
 		it.value = memberRaw(it.members, *matchOn)
 		if key, ok := strings.CutPrefix(*matchOn, "custom."); ok {
-			custom := objectMembers(memberRaw(it.members, "custom"))
-			it.value = memberRaw(custom, key)
+			it.value = memberRaw(objectMembers(memberRaw(it.members, "custom")), key)
 		}
 		it.key, _ = jsonString(it.value, 255)
 		first, dup := seen[it.id]

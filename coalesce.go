@@ -79,10 +79,9 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 	return v, rel, err
 }
 
-// next sends what queued behind the trip of key that just returned, as one trip in a goroutine of
-// its own that gives each its answer, or ends the group when nothing did. That trip runs without
-// the cancellation of its first retrieve (a queued retrieve's giving up harms no other), within
-// that one's deadline.
+// next sends what queued behind key's trip that just returned as one trip, in a goroutine that gives
+// each its answer, or ends the group when nothing queued. The trip runs within its first retrieve's
+// deadline but without its cancellation: a queued retrieve's giving up harms no other.
 func (c *coalescer[T, P]) next(rd reader, key coalesceKey, exps []expansion) {
 	c.mu.Lock()
 	queue := c.groups[key]

@@ -17,15 +17,14 @@ import (
 // event in its transaction (recordEvent); GET /v1/events is a feed of them that a client can follow
 // to its end and resume later without ever missing one.
 //
-// Why gap-free: event ids come from a sequence and transactions commit out of id order, so "id >
-// cursor" would skip an event whose transaction took a lower id and committed after a higher one
-// was read. Each event records its transaction's id (xid, pg_current_xact_id()), the feed is
-// ordered by (xid, id), and it serves only events of transactions older than every one still
-// running (xid < pg_snapshot_xmin(pg_current_snapshot())): those have all ended, and later writers
-// get larger xids, so nothing can appear in front of a position already served. That order, of the
-// transactions' first writes, is as good as commit order: each object's events are in commit order
-// (the row lock orders them). The price: an event shows once every older transaction has ended,
-// usually within milliseconds; a long transaction delays the feed, never loses from it.
+// Why gap-free: ids come from a sequence and transactions commit out of id order, so "id > cursor"
+// would skip an event whose transaction took a lower id and committed after a higher one was read.
+// So each event records its transaction's id (xid, pg_current_xact_id()), the feed is ordered by
+// (xid, id), and it serves only events of transactions older than every one still running (xid <
+// pg_snapshot_xmin(pg_current_snapshot())): those have all ended and later writers get larger xids,
+// so nothing appears in front of a position already served. Each object's events are still in
+// commit order (its row lock orders them). The price: an event shows once every older transaction
+// has ended, usually within milliseconds; a long transaction delays the feed, never loses from it.
 
 // eventTypes are the types of events; "contact.*" in a filter names a family.
 var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
@@ -131,8 +130,7 @@ func previousAttributes(old, v []byte) []byte {
 	if old == nil {
 		return nil
 	}
-	was := objectMembers(old)
-	now := objectMembers(v)
+	was, now := objectMembers(old), objectMembers(v)
 	var changed []member
 	for i, m := range was {
 		switch {

@@ -67,7 +67,7 @@ func parseExpand(r *http.Request, q url.Values, allowed []expansion) ([]expansio
 	var out []expansion
 	for _, e := range allowed {
 		if slices.Contains(vals, e.name) {
-			if aerr := needScope(r, e.kind.scope()); aerr != nil {
+			if aerr := scopeError(tenantOf(r).scopes, e.kind.scope()); aerr != nil {
 				return nil, aerr
 			}
 			out = append(out, e)
@@ -187,9 +187,7 @@ func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel rel
 	}
 	b = b[:len(b)-1] // reopen the object
 	for _, e := range exps {
-		b = append(b, ',')
-		b = appendString(b, e.name)
-		b = append(b, ':')
+		b = append(appendString(append(b, ','), e.name), ':')
 		id, ok := v.relatedID(e.name)
 		if obj, found := rel[e.kind][id]; ok && found {
 			b = append(b, obj...)

@@ -268,34 +268,30 @@ func handleCreate[T any, P writable[T]](st *store, res *resource, create func(co
 // handleUpdate answers PATCH /v1/{resource}/{id}: 200, the object and its ETag. update is the
 // resource's update (updateContact, ...), given the body and If-Match as a patch.
 func handleUpdate[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		wr := startWrite(w, r, res, log, nil)
-		if wr == nil {
-			return
+	return handleWrite(st, res, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		v, err := update(r.Context(), tx, t, wr.id, patch{members: wr.members, versions: ifMatch(r)})
+		if err != nil {
+			return answer{}, err
 		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := update(r.Context(), tx, t, wr.id, patch{members: wr.members, versions: ifMatch(r)})
-			if err != nil {
-				return answer{}, err
-			}
-			return objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, wr.exps)
-		})
+		return objectAnswer[T, P](r.Context(), tx, t, http.StatusOK, v, wr.exps)
 	})
 }
 
 // handleDelete answers DELETE /v1/{resource}/{id}: 204, honouring If-Match (deleteObject). expand[]
 // is checked and otherwise ignored: there is no body to expand.
 func handleDelete[T any, P writable[T]](st *store, res *resource, log *slog.Logger) http.Handler {
+	return handleWrite(st, res, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		return answer{status: http.StatusNoContent}, deleteObject[T, P](r.Context(), tx, res, t.companyID, wr.id, ifMatch(r))
+	})
+}
+
+// handleWrite answers a write request of res, read by startWrite (create as there), with the answer
+// of do, run once in one transaction (runWrite).
+func handleWrite(st *store, res *resource, log *slog.Logger, create []bodyField, do func(*http.Request, *tx, tenant, *write) (answer, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		wr := startWrite(w, r, res, log, nil)
-		if wr == nil {
-			return
+		if wr := startWrite(w, r, res, log, create); wr != nil {
+			runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) { return do(r, tx, tenantOf(r), wr) })
 		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			return answer{status: http.StatusNoContent}, deleteObject[T, P](r.Context(), tx, res, t.companyID, wr.id, ifMatch(r))
-		})
 	})
 }
 

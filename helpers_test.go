@@ -123,14 +123,15 @@ func setupTestDatabase(ctx context.Context) (cleanup func(), err error) {
 // createDatabase creates the database name on the server at adminURL and returns its URL, with
 // Citus's nodes registered in it when there are some (registerCitusNodes).
 func createDatabase(ctx context.Context, adminURL, name string) (string, error) {
+	u, err := url.Parse(adminURL)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL for the tests")
+	}
 	if err := adminExec(ctx, adminURL, "CREATE DATABASE "+quoteIdent(name)); err != nil {
 		return "", err
 	}
-	u, err := withDatabase(adminURL, name)
-	if err != nil {
-		return "", err
-	}
-	return u, registerCitusNodes(ctx, adminURL, u)
+	u.Path = "/" + name
+	return u.String(), registerCitusNodes(ctx, adminURL, u.String())
 }
 
 // registerCitusNodes registers in the database at u the Citus nodes of the admin database (make
@@ -174,16 +175,6 @@ func adminExec(ctx context.Context, adminURL, q string) error {
 // dropDatabase drops the database name, if it is there, and whoever is connected to it.
 func dropDatabase(adminURL, name string) {
 	adminExec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)")
-}
-
-// withDatabase returns the URL u with its database name replaced.
-func withDatabase(u, name string) (string, error) {
-	pu, err := url.Parse(u)
-	if err != nil || pu.Scheme == "" {
-		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL for the tests")
-	}
-	pu.Path = "/" + name
-	return pu.String(), nil
 }
 
 // freshDatabase creates an empty database for one test, dropped when the test ends, and returns its URL.

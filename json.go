@@ -112,25 +112,21 @@ func appendObject(b []byte, kv ...any) []byte {
 		case *commaList:
 			b = appendStrings(b, *v)
 		case *pgtype.Int8:
-			b = appendNull(b, v.Valid)
-			if v.Valid {
+			if b = appendNull(b, v.Valid); v.Valid {
 				b = strconv.AppendInt(b, v.Int64, 10)
 			}
 		case *pgtype.Text:
-			b = appendNull(b, v.Valid)
-			if v.Valid {
+			if b = appendNull(b, v.Valid); v.Valid {
 				b = appendString(b, v.String)
 			}
 		case *pgtype.Timestamptz:
-			b = appendNull(b, v.Valid)
-			if v.Valid {
+			if b = appendNull(b, v.Valid); v.Valid {
 				b = appendTime(b, v.Time)
 			}
 		case interface{ appendJSON([]byte) []byte }: // custom field values
 			b = v.appendJSON(b)
 		case *decimal:
-			b = appendNull(b, v.Valid)
-			if v.Valid {
+			if b = appendNull(b, v.Valid); v.Valid {
 				b = append(b, v.String...)
 			}
 		default:

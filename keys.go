@@ -50,21 +50,15 @@ func validScope(s string) bool {
 	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
 }
 
-// withScope answers 403 insufficient_scope unless the request's key has scope, or one that covers
-// it (see covers). Every keyed route of addRoutes goes through it.
+// withScope answers 403 insufficient_scope unless the request's key covers scope (every keyed route).
 func withScope(scope string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if aerr := needScope(r, scope); aerr != nil {
+		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// needScope returns a 403 naming scope unless the request's key has it.
-func needScope(r *http.Request, scope string) *apiError {
-	return scopeError(tenantOf(r).scopes, scope)
 }
 
 // scopeError returns a 403 naming scope unless scopes cover it.
@@ -246,22 +240,18 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 // and expiry, while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
 		if r.ContentLength == 0 { // no body is an empty one: every member of roll's body is optional
 			r.Header.Set("Content-Type", "application/json")
 			r.Body = io.NopCloser(strings.NewReader("{}"))
 		}
 		var expiresIn pgtype.Int8
-		wr := startWrite(w, r, apiKeys, log, []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}})
-		if wr == nil {
-			return
-		}
 		var hash []byte
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+		body := []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}
+		handleWrite(st, apiKeys, log, body, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 			k, key, old, err := rollKey(r.Context(), tx, t, wr.id, expiresIn.Int64)
 			hash = old
 			return keyAnswer(k, key), err
-		})
+		}).ServeHTTP(w, r)
 		if hash != nil {
 			auth.forget(hash)
 		}
@@ -296,16 +286,11 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 // within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403.
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		wr := startWrite(w, r, apiKeys, log, nil)
-		if wr == nil {
-			return
-		}
 		var hash []byte
-		runWrite(w, r, st, log, wr, func(tx *tx) (_ answer, err error) {
+		handleWrite(st, apiKeys, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (_ answer, err error) {
 			hash, err = revokeKey(r.Context(), tx, t, wr.id)
 			return answer{status: http.StatusNoContent}, err
-		})
+		}).ServeHTTP(w, r)
 		if hash != nil {
 			auth.forget(hash)
 		}

@@ -306,13 +306,10 @@ func waitAndMigrate(ctx context.Context, st *store, log *slog.Logger) error {
 	delay := 250 * time.Millisecond
 	for {
 		applied, err := st.migrate(ctx)
-		if err == nil {
-			if len(applied) > 0 {
-				log.Info("migrated", "versions", applied)
-			}
-			return nil
+		if err == nil && len(applied) > 0 {
+			log.Info("migrated", "versions", applied)
 		}
-		if !isDBUnavailable(err) || ctx.Err() != nil {
+		if err == nil || !isDBUnavailable(err) || ctx.Err() != nil {
 			return err
 		}
 		log.Warn("database not reachable, retrying", "in", delay, "err", err)

@@ -18,9 +18,8 @@ const maxMergeIDs = 9
 // the objects of mergeIds into the survivor {id}: 200 {"object", "mergedIds", "changes", "repointed"}.
 // One transaction locks them all, re-points what references merged organizations (so it needs write
 // on contacts and business), deletes the merged objects leaving a tombstone of each id (then 404
-// "merged", schema/0013_merge.sql), and patches the survivor with update, the resource's. A dry run
-// is the whole merge rolled back: it answers what the merge would, and keeps nothing for an
-// Idempotency-Key.
+// "merged", schema/0013_merge.sql), and patches the survivor with update, the resource's. A dry run,
+// the whole merge rolled back, answers what the merge would and keeps nothing for an Idempotency-Key.
 func handleMerge[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)

@@ -236,13 +236,12 @@ func (m *metrics) backlog(ctx context.Context, e *expo) {
 	var age float64
 	err := m.st.db.QueryRowContext(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
 		FROM webhook_deliveries WHERE status = 'pending'`).Scan(&n, &age)
-	if err != nil {
-		e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.", 0)
-		return
+	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.",
+		map[bool]float64{true: 1}[err == nil])
+	if err == nil {
+		e.gauge("rolodex_webhook_deliveries_pending", "Webhook deliveries pending (due now or after a backoff), all companies.", float64(n))
+		e.gauge("rolodex_webhook_oldest_pending_age_seconds", "Age of the oldest pending webhook delivery; 0 with none.", age)
 	}
-	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.", 1)
-	e.gauge("rolodex_webhook_deliveries_pending", "Webhook deliveries pending (due now or after a backoff), all companies.", float64(n))
-	e.gauge("rolodex_webhook_oldest_pending_age_seconds", "Age of the oldest pending webhook delivery; 0 with none.", age)
 }
 
 // routeLabel is a route pattern as a label: its path ("GET /v1/contacts/{id}": "/v1/contacts/{id}"),

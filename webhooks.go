@@ -30,12 +30,11 @@ import (
 // Webhooks (API.md section 12): a company's endpoints, and a worker in every server that posts each
 // event to the endpoints that take it, signed, retried, at least once.
 //
-// The statement that writes an event also writes its pending deliveries (recordEvent, events.go): a
-// committed change always has them, a failed one none. The worker leases due deliveries with one
-// UPDATE that moves next_attempt_at ahead only where it is still the one read (of servers reading
-// the same delivery, the first takes it), posts each with no transaction open, and records the
-// attempt only while the lease is its own. A server killed mid-delivery leaves the lease to run
-// out, and any server sends it again: receivers de-duplicate on Rolodex-Event-Id.
+// The statement that writes an event writes its pending deliveries too (recordEvents): a committed
+// change always has them, a failed one none. The worker leases due deliveries with one UPDATE, which
+// moves next_attempt_at ahead only where it is still the one read, posts each with no transaction
+// open, and records the attempt only while the lease is its own. A server killed mid-delivery leaves
+// the lease to run out; any server sends it again, and receivers de-duplicate on Rolodex-Event-Id.
 //
 // Server-side request forgery: an endpoint's host must resolve only to public addresses when it is
 // set, and the worker's dialer checks the address it connects to (a DNS answer that changes later
@@ -77,7 +76,6 @@ type webhookEndpoint struct {
 	Description    pgtype.Text
 	Enabled        bool
 	DisabledReason pgtype.Text  // why the server disabled it
-	families       []string     // of events it is sent: those the key that last wrote it reads
 	Secret         *pgtype.Text // set only in the answers that make one (secretAnswer)
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
@@ -177,12 +175,11 @@ var refusedPrefixes = []netip.Prefix{
 }
 
 // globalIPv6 is the only IPv6 space allocated for global unicast. Outside it are ::/8 (but for
-// the IPv4 it embeds, see embeddedIPv4), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
+// the IPv4 it embeds, see ipv4Inside), 100::/64 (discard), fc00::/7 (unique local), fec0::/10
 // (site-local), 64:ff9b:1::/48 (local NAT64) and the unallocated rest.
 var globalIPv6 = netip.MustParsePrefix("2000::/3")
 
-// ipv4Inside are the IPv6 addresses that embed or translate to an IPv4 address, and the byte
-// where it starts.
+// ipv4Inside are the IPv6 prefixes that embed or translate to an IPv4 address, and its first byte.
 var ipv4Inside = []struct {
 	prefix netip.Prefix
 	at     int
@@ -194,22 +191,17 @@ var ipv4Inside = []struct {
 	{netip.MustParsePrefix("2002::/16"), 2},        // 6to4
 }
 
-// embeddedIPv4 returns the IPv4 address ip embeds or translates to, else ip; either without a zone.
-func embeddedIPv4(ip netip.Addr) netip.Addr {
-	ip = ip.WithZone("") // a prefix contains no zoned address
-	for _, in := range ipv4Inside {
-		if in.prefix.Contains(ip) {
-			b := ip.As16()
-			return netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
-		}
-	}
-	return ip
-}
-
 // allowedAddr reports whether a webhook may go to ip: a public address, or one inside allow, judged
 // by the IPv4 address it embeds if any. checkWebhookHost and the webhook client's dialer both ask it.
 func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
-	inner := embeddedIPv4(ip)
+	inner := ip.WithZone("") // a prefix contains no zoned address
+	for _, in := range ipv4Inside {
+		if in.prefix.Contains(inner) {
+			b := inner.As16()
+			inner = netip.AddrFrom4([4]byte(b[in.at : in.at+4]))
+			break
+		}
+	}
 	if slices.ContainsFunc(allow, func(p netip.Prefix) bool { return p.Contains(ip) || p.Contains(inner) }) {
 		return true
 	}
@@ -219,9 +211,8 @@ func allowedAddr(ip netip.Addr, allow []netip.Prefix) bool {
 	return !slices.ContainsFunc(refusedPrefixes, func(p netip.Prefix) bool { return p.Contains(inner) })
 }
 
-// checkWebhookHost returns an error naming the host of rawURL, an absolute http(s) URL, when it
-// does not resolve or resolves to an address allowedAddr does not admit; else nil. Both errors are
-// the same and name no address, so that they map no one's internal DNS.
+// checkWebhookHost returns an error naming rawURL's host unless it resolves, and only to addresses
+// allowedAddr admits. Either way the error is the same and names no address: it maps no internal DNS.
 func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) []fieldError {
 	u, _ := url.Parse(rawURL) // webhookURL parsed it
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -262,8 +253,7 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
-// The URL's host is resolved before the write. The key must read the events the endpoint takes, and
-// it is sent only those of the families the key reads.
+// The URL's host is resolved, and the key must read the events the endpoint takes, before the write.
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -280,9 +270,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			writeProblem(w, r, aerr)
 			return
 		}
-		v.families = readableFamilies(t.scopes)
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := createWebhook(r.Context(), tx, t.companyID, v)
+			v, err := createWebhook(r.Context(), tx, t, v)
 			return secretAnswer(v), err
 		})
 	})
@@ -297,13 +286,12 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		var found []webhookEndpoint // 404 (or the answer kept for its key) before the body is checked
-		if err := st.read(r.Context(), rowsInto[webhookEndpoint](&found, webhooks.selectSQL+` AND id = $2`, t.companyID, wr.id)); err != nil {
-			writeError(w, r, log, err)
+		_, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil)
+		if errors.Is(err, errNotFound) { // 404 (or the answer kept for its key) before the body is checked
+			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, err })
 			return
-		}
-		if len(found) == 0 {
-			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, errNotFound })
+		} else if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -326,18 +314,19 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 	})
 }
 
-// createWebhook stores v, a new endpoint of the company, in tx with a new secret; errWebhookLimit past
-// maxWebhookEndpoints. Round trips: the company's lock and the INSERT (with BEGIN).
-func createWebhook(ctx context.Context, tx *tx, companyID int64, v webhookEndpoint) (webhookEndpoint, error) {
+// createWebhook stores v, a new endpoint of the company sent the families of events the tenant's key
+// reads, in tx with a new secret; errWebhookLimit past maxWebhookEndpoints. Round trips: the company's
+// lock and the INSERT (with BEGIN).
+func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (webhookEndpoint, error) {
 	// The company's creates take turns, so that two at once cannot both pass the limit. No other
 	// write waits for this lock: theirs on the company row (foreign keys') are weaker.
-	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, companyID)
+	tx.queue(`SELECT FROM companies WHERE id = $1 FOR NO KEY UPDATE`, t.companyID)
 	const q = `INSERT INTO webhook_endpoints (company_id, url, events, description, enabled, secret, families)
 		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
 	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
-	err := tx.queryRow(ctx, q, []any{companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints, v.families},
-		&v.ID, &v.CreatedAt, &v.UpdatedAt)
+	err := tx.queryRow(ctx, q, []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
+		readableFamilies(t.scopes)}, &v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return v, errWebhookLimit
 	}
@@ -358,11 +347,10 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	if v.Enabled {
 		v.DisabledReason = pgtype.Text{}
 	}
-	v.families = readableFamilies(t.scopes)
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
 		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, v.families},
+	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, readableFamilies(t.scopes)},
 		&v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
@@ -382,16 +370,9 @@ func secretAnswer(v webhookEndpoint) answer {
 // handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
-		wr := startWrite(w, r, webhooks, log, []bodyField{}) // the body sets nothing: {}
-		if wr == nil {
-			return
-		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
-			return secretAnswer(v), err
-		})
+	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
+		return secretAnswer(v), err
 	})
 }
 
@@ -452,20 +433,15 @@ const deliveryColumns = `id, event_id, event_type, status, attempts, last_status
 // the delivery, pending and due now, whatever its status was.
 func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := tenantOf(r)
 		deliveryID, ok := parseID(r.PathValue("deliveryId"))
 		if !ok {
 			writeProblem(w, r, badRequest("invalid_id", fmt.Sprintf("The delivery id in the path must be a positive integer; got %q.", r.PathValue("deliveryId"))))
 			return
 		}
-		wr := startWrite(w, r, deliveries, log, []bodyField{}) // the body sets nothing: {}
-		if wr == nil {
-			return
-		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+		handleWrite(st, deliveries, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 			d, err := retryDelivery(r.Context(), tx, t, wr.id, deliveryID)
 			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
-		})
+		}).ServeHTTP(w, r)
 	})
 }
 
