@@ -594,8 +594,8 @@ func TestBatchExpandCostsTheQueriesOfAListPage(t *testing.T) {
 	base := startServer(t, map[string]string{"DATABASE_URL": dbURL, "ROLODEX_DB_MAX_CONNS": "2", "ROLODEX_WEBHOOK_SLOTS": "0",
 		"ROLODEX_STATEMENT_TIMEOUT": "25s"}, &syncBuffer{})
 	w := newRefWorld(t)
-	// The fewest of three tries: on Citus a batch of 100 takes seconds, and more than the purge the
-	// proxy leaves out (purgeStatement) may run beside it: the servers' other background work.
+	// The fewest of three tries: on Citus a batch of 100 takes seconds, and background work the proxy
+	// does not leave out (it does the purge's and pgx's pings) may run beside it.
 	queries := func(t *testing.T, method, path, body string, status, objects int) (fewest int64) {
 		t.Helper()
 		for try := range 3 {
