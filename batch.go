@@ -267,7 +267,7 @@ func upsertMatchOf[T any](ctx context.Context, btx *tx, res *resource, m upsertM
 	if !custom {
 		return m, nil
 	}
-	fields, err := loadCustomFields(ctx, btx.read, companyID, res.lists.custom)
+	fields, err := loadCustomFields(ctx, btx.read, companyID, res.lists.custom, []string{key})
 	i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key && f.Unique })
 	if err != nil || i < 0 {
 		return upsertMatch{}, cmp.Or(err, error(fieldErrors{{Field: "matchOn", Message: "no such unique custom field"}}))

@@ -457,10 +457,10 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 	return s, false
 }
 
-// loadCustomFields reads the company's live fields of object, by id.
-func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string) ([]customField, error) {
+// loadCustomFields reads the company's live fields of object that have these keys, by id.
+func loadCustomFields(ctx context.Context, rd reader, companyID int64, object string, keys []string) ([]customField, error) {
 	fields := []customField{}
-	err := rd(ctx, rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 ORDER BY id`, companyID, object))
+	err := rd(ctx, rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 AND key = ANY($3) ORDER BY id`, companyID, object, keys))
 	return fields, err
 }
 
@@ -728,18 +728,23 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 	if len(lq.custom) == 0 {
 		return nil
 	}
-	fields, err := loadCustomFields(ctx, st.read, companyID, res.lists.custom)
+	refs, keys := map[string]string{}, []string{} // the custom.<key>[op] each parameter names
+	for name, v := range lq.custom {
+		if refs[name] = strings.TrimPrefix(v[0], "-"); name != "sort" { // sort=-custom.<key>
+			refs[name] = name
+		}
+		key, _, _ := strings.Cut(strings.TrimPrefix(refs[name], "custom."), "[")
+		keys = append(keys, key)
+	}
+	fields, err := loadCustomFields(ctx, st.read, companyID, res.lists.custom, keys)
 	if err != nil {
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(lq.custom)) {
 		v := lq.custom[name][0]
 		lq.binding += name + "=" + strconv.Quote(v) + "\n"
-		ref, desc := strings.CutPrefix(v, "-") // sort=-custom.<key>
-		if name != "sort" {
-			ref = name // custom.<key>[op]
-		}
-		key, op, _ := strings.Cut(strings.TrimPrefix(ref, "custom."), "[")
+		desc := strings.HasPrefix(v, "-")
+		key, op, _ := strings.Cut(strings.TrimPrefix(refs[name], "custom."), "[")
 		i := slices.IndexFunc(fields, func(f customField) bool { return f.Key == key })
 		if i < 0 {
 			return badParam(name, fmt.Sprintf("names no custom field of %s objects", res.lists.custom))
