@@ -278,21 +278,15 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 // handleCustomFieldDelete answers DELETE /v1/customFields/{id}: 204. The field and its values go at
 // once (a new field with its key starts empty); purgeCustomValues removes their rows later.
 func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wr := startWrite(w, r, customFields, log, nil)
-		if wr == nil {
-			return
+	return handleWrite(st, customFields, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		var n int64
+		const q = `WITH d AS (UPDATE custom_fields SET deleted_at = now() WHERE company_id = $1 AND id = $2
+			AND deleted_at IS NULL RETURNING 1) SELECT count(*) FROM d`
+		if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &n); err != nil || n == 0 {
+			return answer{}, cmp.Or(err, errNotFound)
 		}
-		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
-			var n int64
-			const q = `WITH d AS (UPDATE custom_fields SET deleted_at = now() WHERE company_id = $1 AND id = $2
-				AND deleted_at IS NULL RETURNING 1) SELECT count(*) FROM d`
-			if err := tx.queryRow(r.Context(), q, []any{tenantOf(r).companyID, wr.id}, &n); err != nil || n == 0 {
-				return answer{}, cmp.Or(err, errNotFound)
-			}
-			saveCustomKeys(tx, tenantOf(r).companyID)
-			return answer{status: http.StatusNoContent}, nil
-		})
+		saveCustomKeys(tx, t.companyID)
+		return answer{status: http.StatusNoContent}, nil
 	})
 }
 
