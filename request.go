@@ -160,11 +160,14 @@ func objectMembers(b []byte) (members []member) {
 	if i == len(b) || b[i] != '{' {
 		return nil
 	}
+	members = make([]member, 0, bytes.Count(b, []byte{':'})) // one a member, or more
 	for i = jsonSpace(b, i+1); b[i] != '}'; {
 		end := jsonEnd(b, i)
 		name := string(b[i+1 : end-1])
 		if bytes.IndexByte(b[i:end], '\\') >= 0 {
-			json.Unmarshal(b[i:end], &name)
+			var s string // not name: json.Unmarshal would take it to the heap at each member
+			json.Unmarshal(b[i:end], &s)
+			name = s
 		}
 		i = jsonSpace(b, jsonSpace(b, end)+1) // past the colon
 		end = jsonEnd(b, i)
