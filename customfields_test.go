@@ -320,6 +320,12 @@ func TestCustomUniqueConcurrent(t *testing.T) {
 	if won != 1 || countOf(t, c.key, "/v1/contacts/count?custom.code=same") != 1 {
 		t.Errorf("%d creates won; want exactly 1 (%v)", won, statuses)
 	}
+	// Sent again beside a change, an unchanged value keeps its rows: the filter and the index hold it.
+	wantStatus(t, call(t, "PATCH", itemPath("/v1/contacts", held.id()), c.key, `{"name": "Holder 2", "custom": {"code": "Z9"}}`), http.StatusOK)
+	wantFields(t, call(t, "POST", "/v1/contacts", c.key, `{"name": "C", "custom": {"code": "z9"}}`), "custom.code")
+	if n := countOf(t, c.key, "/v1/contacts/count?custom.code=z9"); n != 1 {
+		t.Errorf("custom.code=z9 counts %d after a PATCH that sent it again; want 1", n)
+	}
 	wantStatus(t, call(t, "DELETE", itemPath("/v1/contacts", held.id()), c.key, ""), http.StatusNoContent)
 	create(t, c.key, "/v1/contacts", `{"name": "Next", "custom": {"code": "z9"}}`)
 }
