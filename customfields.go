@@ -528,13 +528,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 		if !ok {
 			continue // no fields: defs is empty
 		}
-		var value json.RawMessage // nil: unset
-		if len(members) > len(out) && members[len(out)].name == key {
-			value = members[len(out)].raw // an update's values come in this order: no search
-		} else {
-			value = memberRaw(members, key)
-		}
-		f, rows, msg := checked[key], []customRow(nil), ""
+		f, value, rows, msg := checked[key], memberRaw(members, key), []customRow(nil), "" // value nil: unset
 		if f != nil {
 			found = append(found, key)
 			if value, rows, msg = f.checkValue(value); msg == "" && f.Required && isNull(value) {
@@ -545,10 +539,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 			valueErrs = append(valueErrs, fieldError{Field: "custom." + key, Message: msg})
 			continue
 		}
-		if value == nil {
-			value = json.RawMessage("null") // unset
-		}
-		if out = append(out, member{key, value}); !isNull(value) {
+		if out = append(out, member{key, appendNull(value, value != nil)}); value != nil && !isNull(value) {
 			stored = append(stored, member{id, value})
 		}
 		if f != nil && (objectID == 0 || !bytes.Equal(value, memberRaw(old, key))) { // an unchanged value keeps its rows
