@@ -857,12 +857,14 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 		json.Unmarshal(openAPIDocument, &doc) // openapi_test.go holds it valid
 		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
-			props, required := map[string]any{}, []string{}
+			props, required, sorts, filters := map[string]any{}, []string{}, []any{}, []any{}
 			for _, f := range fields {
 				if f.Object == object {
 					props[f.Key], required = f.jsonSchema(), append(required, f.Key)
+					sorts, filters = f.listParams(sorts, filters)
 				}
 			}
+			addListParams(doc, "/v1/"+customTables[object], name+"Sort", sorts, filters)
 			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required}
 			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props}
 			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch",
@@ -892,6 +894,50 @@ func (f *customField) jsonSchema() map[string]any {
 	json.Unmarshal([]byte(strings.Replace(customSchemas[f.Type], "OPTIONS", string(options[1:len(options)-1]), 1)), &s)
 	s["title"] = f.Label
 	return s
+}
+
+// listParams appends to sorts and filters f's, as a list's query parameters in an OpenAPI document.
+func (f *customField) listParams(sorts, filters []any) ([]any, []any) {
+	s, ranged := f.jsonSchema(), slices.Contains([]string{"number", "money", "date", "datetime"}, f.Type)
+	if items, ok := s["items"].(map[string]any); ok { // a multiSelect's filter names one option
+		s = items
+	} else if f.Type != "multiSelect" {
+		sorts = append(sorts, "custom."+f.Key, "-custom."+f.Key)
+	}
+	if t, ok := s["type"].([]any); ok { // a filter's value is never null
+		s["type"] = t[0]
+	}
+	if e, ok := s["enum"].([]any); ok && e[len(e)-1] == nil {
+		s["enum"] = e[:len(e)-1]
+	}
+	for _, op := range slices.Sorted(maps.Keys(customOps)) {
+		if name := "custom." + f.Key; op == "" || ranged {
+			filters = append(filters, map[string]any{"name": name + map[bool]string{true: "[" + op + "]"}[op != ""], "in": "query",
+				"schema": s, "description": "Only objects whose " + name + " " + cmp.Or(map[bool]string{true: "holds"}[f.Type == "multiSelect"], customOps[op]) + " this value."})
+		}
+	}
+	return sorts, filters
+}
+
+// addListParams adds a company's custom filters to the list and count at path of its OpenAPI document
+// doc, and its custom sorts to the list's sort parameter (sortParam; a new one where it has none).
+func addListParams(doc map[string]any, path, sortParam string, sorts, filters []any) {
+	paths, params := doc["paths"].(map[string]any), doc["components"].(map[string]any)["parameters"].(map[string]any)
+	add := func(p string, more ...any) {
+		item, _ := paths[p].(map[string]any) // organizations have no count
+		if op, ok := item["get"].(map[string]any); ok {
+			op["parameters"] = append(op["parameters"].([]any), more...)
+		}
+	}
+	add(path, filters...)
+	add(path+"/count", filters...)
+	if sort, ok := params[sortParam].(map[string]any); ok {
+		schema := sort["schema"].(map[string]any)
+		schema["enum"] = append(schema["enum"].([]any), sorts...)
+	} else if len(sorts) > 0 {
+		add(path, map[string]any{"name": "sort", "in": "query", "description": "A custom field; a `-` prefix sorts descending.",
+			"schema": map[string]any{"type": "string", "enum": sorts}})
+	}
 }
 
 // customSortSQL returns the statement maker of a list page sorted by the custom field fieldID, whose

@@ -460,6 +460,8 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 	c := newTestCompany(t)
 	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`)
 	defineField(t, c.key, `{"object": "business", "key": "arr", "label": "ARR", "type": "number"}`)
+	defineField(t, c.key, `{"object": "organization", "key": "tags", "label": "T", "type": "multiSelect", "options": [{"value": "a"}]}`)
+	defineField(t, c.key, `{"object": "organization", "key": "size", "label": "S", "type": "number"}`)
 	type schema struct {
 		Ref        string `json:"$ref"`
 		Type       any
@@ -467,8 +469,17 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 		Required   []string
 		Properties map[string]schema
 	}
+	type param struct {
+		Name   string
+		Ref    string `json:"$ref"`
+		Schema schema
+	}
 	var doc struct {
-		Components struct{ Schemas map[string]schema }
+		Paths      map[string]struct{ Get struct{ Parameters []param } }
+		Components struct {
+			Schemas    map[string]schema
+			Parameters map[string]param
+		}
 	}
 	if err := json.Unmarshal(mustGet(t, c.key, "/v1/openapi.json").body, &doc); err != nil {
 		t.Fatal(err)
@@ -483,8 +494,31 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 	if got := s["ContactCustom"]; !slices.Equal(got.Required, []string{"tier"}) || !slices.Equal(got.Properties["tier"].Enum, []any{"gold", nil}) {
 		t.Errorf("ContactCustom = %+v", got)
 	}
-	if got := s["BusinessCustomPatch"].Properties["arr"].Type; fmt.Sprint(got) != "[number null]" || len(s["OrganizationCustom"].Properties) != 0 {
+	if got := s["BusinessCustomPatch"].Properties["arr"].Type; fmt.Sprint(got) != "[number null]" || len(s["OrganizationCustom"].Properties) != 2 {
 		t.Errorf("BusinessCustomPatch.arr type %v, OrganizationCustom %+v", got, s["OrganizationCustom"])
+	}
+	// The lists and counts take the company's custom filters, and the lists its custom sorts.
+	params := func(path string) (names []string, schemas map[string]schema) {
+		schemas = map[string]schema{}
+		for _, p := range doc.Paths[path].Get.Parameters {
+			names, schemas[p.Name] = append(names, p.Name), p.Schema
+		}
+		return names, schemas
+	}
+	names, schemas := params("/v1/contacts")
+	if !slices.Contains(names, "custom.tier") || fmt.Sprintf("%v %v", schemas["custom.tier"].Type, schemas["custom.tier"].Enum) != "string [gold]" ||
+		slices.Contains(names, "custom.tier[gte]") {
+		t.Errorf("/v1/contacts parameters %v; custom.tier %+v", names, schemas["custom.tier"])
+	}
+	if got := doc.Components.Parameters["ContactSort"].Schema.Enum; !slices.Contains(got, any("-custom.tier")) {
+		t.Errorf("ContactSort enum %v", got)
+	}
+	if names, schemas = params("/v1/business/count"); fmt.Sprint(schemas["custom.arr[gte]"].Type) != "number" || !slices.Contains(names, "custom.arr[lt]") {
+		t.Errorf("/v1/business/count parameters %v", names)
+	}
+	if names, schemas = params("/v1/organizations"); fmt.Sprint(schemas["sort"].Enum) != "[custom.size -custom.size]" ||
+		fmt.Sprint(schemas["custom.tags"].Enum) != "[a]" || !slices.Contains(names, "custom.size[lte]") {
+		t.Errorf("/v1/organizations parameters %v; sort %+v (none by a multiSelect); custom.tags %+v", names, schemas["sort"], schemas["custom.tags"])
 	}
 	if r := mustGet(t, "", "/v1/openapi.json"); string(r.body) != string(openAPIDocument) {
 		t.Error("without a key, the document is not the embedded one")

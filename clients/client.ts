@@ -160,6 +160,12 @@ const upgraded = must(
   "patch a custom value",
 );
 check(upgraded.custom.tier === "silver" && upgraded.custom.arr === 1200.5, "a custom patch changes tier and leaves arr");
+// The lists take the company's custom filters and sorts, typed: "custom.tier": "platinum" would not compile.
+const silver = must(
+  await api.GET("/v1/contacts", { params: { query: { "custom.tier": "silver", "custom.arr[gte]": 1000, sort: "-custom.arr" } } }),
+  "list contacts by a custom filter, sorted by a custom field",
+);
+check(silver.data.length === 1 && Number(silver.data[0]?.id) === adaID, "the custom filter and sort find exactly the contact");
 const adaGone = await api.DELETE("/v1/contacts/{id}", { params: { path: { id: adaID } } });
 check(adaGone.response.status === 204, "the contact with custom values is deleted");
 console.log("client: all checks passed");
