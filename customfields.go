@@ -352,6 +352,7 @@ type customRow struct {
 	num     pgtype.Text
 	time    pgtype.Timestamptz
 	unique  int16
+	folded  bool  // text and email: in custom_values_folded, for their case-insensitive filters
 	n       int16 // of a multiSelect's values
 }
 
@@ -595,10 +596,10 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	var values []string
 	for _, r := range cv.w.rows {
 		n := len(args)
-		values = append(values, fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint)", n+1, n+2, n+3, n+4, n+5, n+6))
-		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n)
+		values = append(values, fmt.Sprintf("($1, $2, $%d, $%d, $%d::numeric, $%d, $%d::smallint, $%d::smallint, $%d::boolean)", n+1, n+2, n+3, n+4, n+5, n+6, n+7))
+		args = append(args, r.fieldID, r.text, r.num, r.time, r.unique, r.n, r.folded)
 	}
-	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n) VALUES ` +
+	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n, folded) VALUES ` +
 		strings.Join(values, ", ")
 	if !slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 }) {
 		tx.queue(q, args...)
@@ -633,7 +634,7 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 	if raw == nil || isNull(raw) {
 		return json.RawMessage("null"), nil, ""
 	}
-	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique]}
+	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique], folded: f.Type == "text" || f.Type == "email"}
 	var msg string
 	var user pgtype.Int8
 	switch f.Type { // the rules of the built-in fields, where one fits
@@ -798,7 +799,7 @@ func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table 
 	bare, arg := strings.Fields(col)[0], any(rows[0].text)
 	switch {
 	case f.Type == "text" || f.Type == "email":
-		col, sqlOp = "lower(text_value)", "= lower"
+		col, sqlOp, bare = "lower(text_value)", "= lower", "folded AND text_value" // custom_values_folded holds only these (schema/0015)
 	case rows[0].num.Valid:
 		col, arg = "num_value", rows[0].num
 	case rows[0].time.Valid:
