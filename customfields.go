@@ -875,6 +875,8 @@ func handleCustomOpenAPI(st *store, auth *authenticator, log *slog.Logger) http.
 				}
 			}
 		}
+		delete(schemas, "CustomValues") // custom's schema in the document without a key
+		dropCustomExamples(doc)
 		b, _ := json.MarshalIndent(doc, "", "  ") // of what it decoded
 		writeJSON(w, r, http.StatusOK, append(b, '\n'))
 	})
@@ -895,6 +897,25 @@ func (f *customField) jsonSchema() map[string]any {
 	json.Unmarshal([]byte(strings.Replace(customSchemas[f.Type], "OPTIONS", string(options[1:len(options)-1]), 1)), &s)
 	s["title"] = f.Label
 	return s
+}
+
+// dropCustomExamples deletes from v, a decoded OpenAPI document or a part of one, each example that
+// holds custom: written with "custom": {}, they fit no company's own fields.
+func dropCustomExamples(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if k != "example" && k != "examples" {
+				dropCustomExamples(c)
+			} else if b, _ := json.Marshal(c); bytes.Contains(b, []byte(`"custom"`)) {
+				delete(v, k)
+			}
+		}
+	case []any:
+		for _, c := range v {
+			dropCustomExamples(c)
+		}
+	}
 }
 
 // listParams appends to sorts and filters f's, as a list's query parameters in an OpenAPI document.

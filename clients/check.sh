@@ -4,10 +4,10 @@
 #  2. Build ./rolodex and start `rolodex dev` (a PostgreSQL of its own, a demo company, the server).
 #  3. redocly lint the document the server serves.
 #  4. walk.mjs: every endpoint and the main error cases through Prism proxies in front of the server.
-#  5. openapi-typescript: types from the document served for the demo company's key once it has
-#     defined two contact fields, tier (select) and arr (number); client.ts (openapi-fetch) must
-#     compile against them with tsc, without casts, its custom values typed by those fields, and then
-#     run against the server.
+#  5. redocly lint (the same rules) and openapi-typescript: types from the document served for the
+#     demo company's key once it has defined two contact fields, tier (select) and arr (number);
+#     client.ts (openapi-fetch) must compile against them with tsc, without casts, its custom values
+#     and filters typed by those fields, and then run against the server.
 #  6. contract.mjs: a Portman contract test of every operation, from the served document's own
 #     examples and links, run by newman on the demo data: zero failures.
 set -euo pipefail
@@ -87,8 +87,8 @@ define '{"object": "contact", "key": "tier", "label": "Tier", "type": "select",
   "options": [{"value": "gold", "label": "Gold"}, {"value": "silver", "label": "Silver"}, {"value": "bronze", "label": "Bronze"}]}'
 define '{"object": "contact", "key": "arr", "label": "ARR", "type": "number"}'
 curl -sf -H "x-api-key: $key" "$base/v1/openapi.json" -o "$out/openapi-typed.json"
-node_modules/.bin/redocly lint --config redocly-typed.yaml "$out/openapi-typed.json"
-node_modules/.bin/openapi-typescript --redocly redocly-typed.yaml "$out/openapi-typed.json" -o "$out/schema.d.ts"
+node_modules/.bin/redocly lint --config redocly.yaml "$out/openapi-typed.json"
+node_modules/.bin/openapi-typescript --redocly redocly.yaml "$out/openapi-typed.json" -o "$out/schema.d.ts"
 if grep -nE '\bas\b|\bany\b|@ts-' client.ts; then
   echo "client.ts must compile against the generated types as they are: no casts, any or @ts- comments" >&2
   exit 1
