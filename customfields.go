@@ -143,8 +143,8 @@ func (f *customField) applyOptions(raw json.RawMessage) string {
 }
 
 // optionValues returns the values of the field's options, split out of f.Options as applyOptions
-// wrote it (compact; values of [a-z0-9_-], never escaped) by hand: json.Unmarshal cost each select
-// value checked 8-10 us (pprof of POSTs that set one, wrk -c32).
+// wrote it (compact; values of [a-z0-9_-], never escaped) by hand: 1.2 us for 3 options, where
+// json.Unmarshal took 3.2-4.2 (a throwaway go test -bench), at each select value a write checks.
 func (f *customField) optionValues() (values []string) {
 	b := []byte(f.Options.String)
 	for i := 1; i < len(b) && b[i] == '{'; i++ { // [{...},{...}]: i steps over each comma
