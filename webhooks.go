@@ -430,8 +430,10 @@ const deliveryColumns = `id, event_id, event_type, status, attempts, last_status
 	delivered_at, created_at`
 
 // handleWebhookRetry answers POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry (body {}): 202,
-// the delivery, pending and due now, whatever its status was.
+// the delivery, pending and due now, whatever its status was. Round trips: the UPDATE (with BEGIN).
 func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
+	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
+		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING ` + deliveryColumns
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		deliveryID, ok := parseID(r.PathValue("deliveryId"))
 		if !ok {
@@ -439,23 +441,14 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 			return
 		}
 		handleWrite(st, deliveries, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
-			d, err := retryDelivery(r.Context(), tx, t, wr.id, deliveryID)
+			var d delivery
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, deliveryID}, d.scanDest()...)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
 			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
 		}).ServeHTTP(w, r)
 	})
-}
-
-// retryDelivery makes the delivery deliveryID of the company's endpoint id pending and due now, in
-// tx, whatever its status was. Round trips: the UPDATE (with BEGIN).
-func retryDelivery(ctx context.Context, tx *tx, t tenant, id, deliveryID int64) (delivery, error) {
-	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
-		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING ` + deliveryColumns
-	var d delivery
-	err := tx.queryRow(ctx, q, []any{t.companyID, id, deliveryID}, d.scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = errNotFound
-	}
-	return d, err
 }
 
 // claimed is a delivery a worker took, with what sending it needs.
