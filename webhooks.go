@@ -118,10 +118,7 @@ func webhookURL(p *string) func(json.RawMessage) string {
 			return "is required"
 		}
 		s, msg := jsonString(raw, maxWebhookURLLen)
-		if msg != "" {
-			return msg
-		}
-		if msg := checkHTTPURL(s); msg != "" {
+		if msg = cmp.Or(msg, checkHTTPURL(s)); msg != "" {
 			return msg
 		}
 		u, _ := url.Parse(s)
