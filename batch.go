@@ -52,7 +52,7 @@ var (
 type batchItem[T any] struct {
 	at         string          // "items[3]", "ids[3]": what its errors are named after
 	idField    string          // "id" where the item names its object's id in a member
-	members    []member        // its fields: a create's body, an update's merge patch
+	members    []member        // its fields: a create's body, an update's merge patch (upsert: either)
 	id         int64           // update, delete: its object; upsert: the object it matched, or 0
 	versions   []int64         // update: its ifMatch (nil: any)
 	value      json.RawMessage // upsert: the value it matches on, as given
@@ -193,8 +193,8 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 
 // readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, a delete's id.
 func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
-	it := &batchItem[T]{at: at}
 	members, dup, ok := jsonMembers(raw)
+	it := &batchItem[T]{at: at, members: members}
 	switch {
 	case op == "delete":
 		if it.id = readItemID(raw); it.id == 0 {
@@ -205,13 +205,12 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 	case !ok:
 		it.pre = fieldErrors{{Message: "must be a JSON object"}}
 	case op == "create":
-		it.members = members
 		var v T
 		if errs := applyCreate(members, P(&v).fields()); errs != nil { // a 422 costs no database work
 			it.pre = fieldErrors(errs)
 		}
 	case op == "update":
-		it.idField = "id"
+		it.idField, it.members = "id", nil // the members but id and ifMatch
 		var errs fieldErrors
 		for _, m := range members {
 			switch m.name {
@@ -235,8 +234,6 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 		case it.id == 0:
 			it.pre = fieldErrors{{Field: "id", Message: "is required"}}
 		}
-	default: // upsert: a create or a merge patch, decided in the transaction
-		it.members = members
 	}
 	return it
 }
