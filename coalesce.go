@@ -70,9 +70,8 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 	}
 	c.groups[key] = nil
 	c.mu.Unlock()
-	v, rel, err := getObject[T, P](ctx, rd, c.res, companyID, id, exps)
-	c.next(rd, key, exps)
-	return v, rel, err
+	defer c.next(rd, key, exps) // once this trip has returned
+	return getObject[T, P](ctx, rd, c.res, companyID, id, exps)
 }
 
 // next sends what queued behind key's trip that just returned as one trip, in a goroutine that gives
