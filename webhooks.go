@@ -283,12 +283,9 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		_, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil)
-		if errors.Is(err, errNotFound) { // 404 (or the answer kept for its key) before the body is checked
+		// 404 (or the answer kept for its key) before the body is checked; runWrite answers any error
+		if _, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil); err != nil {
 			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, err })
-			return
-		} else if err != nil {
-			writeError(w, r, log, err)
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -325,12 +322,11 @@ func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (we
 	err := tx.queryRow(ctx, q, []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
 		readableFamilies(t.scopes)}, &v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return v, errWebhookLimit
+		err = errWebhookLimit
+	} else if err != nil {
+		err = fmt.Errorf("insert webhook endpoint: %w", mapWriteError(err))
 	}
-	if err != nil {
-		return v, fmt.Errorf("insert webhook endpoint: %w", mapWriteError(err))
-	}
-	return v, nil
+	return v, err
 }
 
 // updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt. Enabling
