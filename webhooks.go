@@ -362,28 +362,22 @@ func secretAnswer(v webhookEndpoint) answer {
 
 // handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
+// Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
-	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
-		v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
-		return secretAnswer(v), err
-	})
-}
-
-// rotateWebhookSecret gives the company's endpoint id a new secret, keeping the old one and when, and
-// returns it with the new secret. Round trips: the lock (lockObject, with BEGIN), the UPDATE.
-func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
-	v, _, _, err := lockObject[webhookEndpoint](ctx, tx, webhooks, companyID, id, patch{})
-	if err != nil {
-		return v, err
-	}
-	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	if err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, &v.UpdatedAt); err != nil {
-		return v, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
-	}
-	return v, nil
+	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		v, _, _, err := lockObject[webhookEndpoint](r.Context(), tx, webhooks, t.companyID, wr.id, patch{})
+		if err != nil {
+			return answer{}, err
+		}
+		v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
+		if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, v.Secret.String}, &v.UpdatedAt); err != nil {
+			return answer{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", wr.id, err)
+		}
+		return secretAnswer(v), nil
+	})
 }
 
 // delivery is one event owed to one endpoint, as GET /v1/webhooks/{id}/deliveries lists it.
