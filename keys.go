@@ -283,34 +283,25 @@ func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey
 }
 
 // handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
-// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403.
+// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403, and stays
+// (grantable). Round trips: the UPDATE (with BEGIN).
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var hash []byte
-		handleWrite(st, apiKeys, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (_ answer, err error) {
-			hash, err = revokeKey(r.Context(), tx, t, wr.id)
-			return answer{status: http.StatusNoContent}, err
+		var hash []byte // of the key revoked, to forget once the revocation is committed
+		handleWrite(st, apiKeys, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+			var scopes commaList
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash, &scopes)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
+			return answer{status: http.StatusNoContent}, cmp.Or(err, grantable(t, scopes)) // a refusal rolls it back
 		}).ServeHTTP(w, r)
 		if hash != nil {
 			auth.forget(hash)
 		}
 	})
-}
-
-// revokeKey revokes the company's active key id in tx, and returns its hash. A key with scopes
-// beyond the tenant's is a 403, and stays (grantable). Round trips: the UPDATE (with BEGIN).
-func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) {
-	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
-	var hash []byte
-	var scopes commaList
-	switch err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, errNotFound
-	case err != nil:
-		return nil, err
-	}
-	return hash, grantable(t, scopes) // a refusal rolls the revocation back
 }
 
 // cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.
