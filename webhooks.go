@@ -96,7 +96,6 @@ func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
 
-// fields are what a POST or PATCH body may set.
 func (e *webhookEndpoint) fields() []bodyField {
 	return []bodyField{
 		{"url", webhookURL(&e.URL), true},
@@ -329,9 +328,8 @@ func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (we
 	return v, err
 }
 
-// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt. Enabling
-// an endpoint clears its disabledReason, and a change leaves it the families the tenant's key reads.
-// Round trips: the lock (with BEGIN), the UPDATE.
+// updateWebhook applies p to the company's endpoint id in tx: enabling clears disabledReason, a
+// change sets the families the tenant's key reads. Round trips: the lock (with BEGIN), the UPDATE.
 func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
 	_, v, changed, err := lockObject[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
 	if err != nil || !changed {
