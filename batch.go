@@ -52,7 +52,7 @@ var (
 type batchItem[T any] struct {
 	at         string          // "items[3]", "ids[3]": what its errors are named after
 	idField    string          // "id" where the item names its object's id in a member
-	members    []member        // its fields: a create's body, an update's merge patch
+	members    []member        // its fields: a create's body, an update's merge patch (upsert: either)
 	id         int64           // update, delete: its object; upsert: the object it matched, or 0
 	versions   []int64         // update: its ifMatch (nil: any)
 	value      json.RawMessage // upsert: the value it matches on, as given
@@ -92,8 +92,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 		if wr == nil {
 			return
 		}
-		matchOn := bw.match.field
-		items, atomic, errs := readBatch[T, P](op, wr.members, &matchOn)
+		items, atomic, matchOn, errs := readBatch[T, P](op, wr.members, bw.match.field)
 		if errs != nil {
 			writeError(w, r, log, errs)
 			return
@@ -132,8 +131,8 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 }
 
 // readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and an upsert's
-// "matchOn" (default in *matchOn). The whole body's failure is fieldErrors; an item's, its pre.
-func readBatch[T any, P writable[T]](op string, members []member, matchOn *string) (items []*batchItem[T], atomic bool, err error) {
+// "matchOn", returned (matchOn if none). The whole body's failure is fieldErrors; an item's, its pre.
+func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, _ string, err error) {
 	atomic, list := true, map[bool]string{false: "items", true: "ids"}[op == "delete"]
 	var errs fieldErrors
 	for _, m := range members {
@@ -150,10 +149,10 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 		case m.name == "atomic":
 			msg = boolean(&atomic)(m.raw)
 		case m.name == "matchOn" && op == "upsert":
-			if s, _ := jsonString(m.raw, 64); s == *matchOn || strings.HasPrefix(s, "custom.") {
-				*matchOn = s
+			if s, _ := jsonString(m.raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
+				matchOn = s
 			} else {
-				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", *matchOn)
+				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
 			}
 		default:
 			msg = "is not a known field"
@@ -166,12 +165,12 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 		errs = append(errs, fieldError{Field: list, Message: "is required"})
 	}
 	if errs != nil {
-		return nil, atomic, errs
+		return nil, atomic, matchOn, errs
 	}
 	seen := map[int64]int{}
 	for i, it := range items { // two items for one object: which one wins would be a guess
-		it.value = memberRaw(it.members, *matchOn)
-		if key, ok := strings.CutPrefix(*matchOn, "custom."); ok {
+		it.value = memberRaw(it.members, matchOn)
+		if key, ok := strings.CutPrefix(matchOn, "custom."); ok {
 			it.value = memberRaw(objectMembers(memberRaw(it.members, "custom")), key)
 		}
 		it.key, _ = jsonString(it.value, 255)
@@ -179,22 +178,22 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn *strin
 		switch {
 		case it.pre != nil || op == "create":
 		case op == "upsert" && (it.value == nil || isNull(it.value)):
-			it.pre = fieldErrors{{Field: *matchOn, Message: "is required to match on"}}
-		case op == "upsert" && !strings.HasPrefix(*matchOn, "custom.") && strings.TrimSpace(it.key) == "":
-			it.pre = fieldErrors{{Field: *matchOn, Message: "must be a non-empty string to match on"}}
+			it.pre = fieldErrors{{Field: matchOn, Message: "is required to match on"}}
+		case op == "upsert" && !strings.HasPrefix(matchOn, "custom.") && strings.TrimSpace(it.key) == "":
+			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
 		case op != "upsert" && dup:
 			it.pre = duplicateError("id", first)
 		default:
 			seen[it.id] = i
 		}
 	}
-	return items, atomic, nil
+	return items, atomic, matchOn, nil
 }
 
 // readItem reads one item: a create's or upsert's body, an update's {"id", "ifMatch", ...patch}, a delete's id.
 func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchItem[T] {
-	it := &batchItem[T]{at: at}
 	members, dup, ok := jsonMembers(raw)
+	it := &batchItem[T]{at: at, members: members}
 	switch {
 	case op == "delete":
 		if it.id = readItemID(raw); it.id == 0 {
@@ -205,13 +204,12 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 	case !ok:
 		it.pre = fieldErrors{{Message: "must be a JSON object"}}
 	case op == "create":
-		it.members = members
 		var v T
 		if errs := applyCreate(members, P(&v).fields()); errs != nil { // a 422 costs no database work
 			it.pre = fieldErrors(errs)
 		}
 	case op == "update":
-		it.idField = "id"
+		it.idField, it.members = "id", nil // the members but id and ifMatch
 		var errs fieldErrors
 		for _, m := range members {
 			switch m.name {
@@ -235,8 +233,6 @@ func readItem[T any, P writable[T]](op, at string, raw json.RawMessage) *batchIt
 		case it.id == 0:
 			it.pre = fieldErrors{{Field: "id", Message: "is required"}}
 		}
-	default: // upsert: a create or a merge patch, decided in the transaction
-		it.members = members
 	}
 	return it
 }

@@ -34,18 +34,15 @@ type coalesceKey struct {
 	exps      string
 }
 
-// coalesceWaiter is one retrieve: its id, and where its answer goes (buffered: a trip never blocks
-// on a retrieve that gave up).
+// coalesceWaiter is one retrieve: its id, and its answer, set before done is closed (a trip never
+// blocks on a retrieve that gave up).
 type coalesceWaiter[T any] struct {
-	ctx context.Context
-	id  int64
-	out chan coalesced[T]
-}
-
-type coalesced[T any] struct {
-	v   T
-	rel related
-	err error
+	ctx  context.Context
+	id   int64
+	done chan struct{}
+	v    T
+	rel  related
+	err  error
 }
 
 func newCoalescer[T any, P object[T]](res *resource) *coalescer[T, P] {
@@ -61,22 +58,20 @@ func (c *coalescer[T, P]) get(ctx context.Context, rd reader, companyID, id int6
 	}
 	c.mu.Lock()
 	if queue, ok := c.groups[key]; ok { // a trip is in flight: queue for the next
-		w := &coalesceWaiter[T]{ctx: ctx, id: id, out: make(chan coalesced[T], 1)}
+		w := &coalesceWaiter[T]{ctx: ctx, id: id, done: make(chan struct{})}
 		c.groups[key] = append(queue, w)
 		c.mu.Unlock()
 		select {
-		case a := <-w.out:
-			return a.v, a.rel, a.err
+		case <-w.done:
+			return w.v, w.rel, w.err
 		case <-ctx.Done():
-			var zero T
-			return zero, related{}, ctx.Err()
+			return *new(T), related{}, ctx.Err()
 		}
 	}
 	c.groups[key] = nil
 	c.mu.Unlock()
-	v, rel, err := getObject[T, P](ctx, rd, c.res, companyID, id, exps)
-	c.next(rd, key, exps)
-	return v, rel, err
+	defer c.next(rd, key, exps) // once this trip has returned
+	return getObject[T, P](ctx, rd, c.res, companyID, id, exps)
 }
 
 // next sends what queued behind key's trip that just returned as one trip, in a goroutine that gives
@@ -95,11 +90,10 @@ func (c *coalescer[T, P]) next(rd reader, key coalesceKey, exps []expansion) {
 	c.groups[key] = queue[n:]
 	c.mu.Unlock()
 	go func() {
-		ctx := batch[0].ctx
-		bctx := context.WithoutCancel(ctx)
-		if d, ok := ctx.Deadline(); ok {
+		ctx := context.WithoutCancel(batch[0].ctx)
+		if d, ok := batch[0].ctx.Deadline(); ok {
 			var cancel context.CancelFunc
-			bctx, cancel = context.WithDeadline(bctx, d)
+			ctx, cancel = context.WithDeadline(ctx, d)
 			defer cancel()
 		}
 		ids := make([]int64, len(batch))
@@ -107,13 +101,13 @@ func (c *coalescer[T, P]) next(rd reader, key coalesceKey, exps []expansion) {
 			ids[i] = w.id
 		}
 		objs := make(map[int64]T, len(ids))
-		rel, err := getObjects[T, P](bctx, rd, c.res, key.companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
+		rel, err := getObjects[T, P](ctx, rd, c.res, key.companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
 		for _, w := range batch {
-			a := coalesced[T]{v: objs[w.id], rel: rel, err: err}
+			w.v, w.rel, w.err = objs[w.id], rel, err
 			if _, ok := objs[w.id]; err == nil && !ok {
-				a.err = errNotFound
+				w.err = errNotFound
 			}
-			w.out <- a
+			close(w.done)
 		}
 		c.next(rd, key, exps)
 	}()

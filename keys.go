@@ -237,19 +237,35 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 }
 
 // handleKeyRoll answers POST /v1/apiKeys/{id}/roll: 201, a new key with the same name, scopes, user
-// and expiry, while the old one lives on expiresIn seconds (0 to 7 days; 0: it ends now).
+// and expiry, which the caller's key must cover (keyRulesError), while the old one lives on expiresIn
+// seconds (0 to 7 days; 0: it ends now). Round trips: the old key's UPDATE (with BEGIN), the INSERT.
 func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	// o is the old key as it was: the new one keeps its expiry (keyRulesError).
+	const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
+		FROM api_keys o WHERE a.company_id = $1 AND a.id = $2 AND o.company_id = a.company_id AND o.id = a.id
+			AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
+		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength == 0 { // no body is an empty one: every member of roll's body is optional
 			r.Header.Set("Content-Type", "application/json")
 			r.Body = io.NopCloser(strings.NewReader("{}"))
 		}
 		var expiresIn pgtype.Int8
-		var hash []byte
+		var hash []byte // of the old key, to forget once the roll is committed
 		body := []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}
 		handleWrite(st, apiKeys, log, body, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
-			k, key, old, err := rollKey(r.Context(), tx, t, wr.id, expiresIn.Int64)
-			hash = old
+			var old apiKey // what the new key keeps of it
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, expiresIn.Int64}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				return answer{}, errNotFound
+			case err != nil:
+				return answer{}, fmt.Errorf("roll key %d: %w", wr.id, err)
+			}
+			if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
+				return answer{}, err
+			}
+			k, key, err := insertAPIKey(r.Context(), tx, t.companyID, old)
 			return keyAnswer(k, key), err
 		}).ServeHTTP(w, r)
 		if hash != nil {
@@ -258,59 +274,26 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 	})
 }
 
-// rollKey makes, in tx, a new key like the company's active key id, which the tenant's key must cover
-// (keyRulesError), and ends the old one within expiresIn seconds. It returns the new key's object, the
-// key, and the old key's hash. Round trips: the UPDATE of the old key (with BEGIN), the INSERT.
-func rollKey(ctx context.Context, tx *tx, t tenant, id, expiresIn int64) (apiKey, string, []byte, error) {
-	// o is the old key as it was: the new one keeps its expiry (keyRulesError).
-	const q = `UPDATE api_keys a SET expires_at = least(a.expires_at, now() + $3 * interval '1 second')
-		FROM api_keys o WHERE a.company_id = $1 AND a.id = $2 AND o.company_id = a.company_id AND o.id = a.id
-			AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
-		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
-	var old apiKey
-	var hash []byte
-	switch err := tx.queryRow(ctx, q, []any{t.companyID, id, expiresIn}, &old.Name, &old.Scopes, &old.UserID, &hash, &old.ExpiresAt); {
-	case errors.Is(err, sql.ErrNoRows):
-		return old, "", nil, errNotFound
-	case err != nil:
-		return old, "", nil, fmt.Errorf("roll key %d: %w", id, err)
-	}
-	if err := keyRulesError(t, old.Scopes, old.ExpiresAt); err != nil {
-		return old, "", nil, err
-	}
-	k, key, err := insertAPIKey(ctx, tx, t.companyID, old) // old holds only what the new key keeps
-	return k, key, hash, err
-}
-
 // handleKeyRevoke answers DELETE /v1/apiKeys/{id}: 204; the key stops working at once here, and
-// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403.
+// within keyCacheTTL on every other server. A key with scopes beyond the caller's is 403, and stays
+// (grantable). Round trips: the UPDATE (with BEGIN).
 func handleKeyRevoke(st *store, auth *authenticator, log *slog.Logger) http.Handler {
+	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
+		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var hash []byte
-		handleWrite(st, apiKeys, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (_ answer, err error) {
-			hash, err = revokeKey(r.Context(), tx, t, wr.id)
-			return answer{status: http.StatusNoContent}, err
+		var hash []byte // of the key revoked, to forget once the revocation is committed
+		handleWrite(st, apiKeys, log, nil, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+			var scopes commaList
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id}, &hash, &scopes)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
+			return answer{status: http.StatusNoContent}, cmp.Or(err, grantable(t, scopes)) // a refusal rolls it back
 		}).ServeHTTP(w, r)
 		if hash != nil {
 			auth.forget(hash)
 		}
 	})
-}
-
-// revokeKey revokes the company's active key id in tx, and returns its hash. A key with scopes
-// beyond the tenant's is a 403, and stays (grantable). Round trips: the UPDATE (with BEGIN).
-func revokeKey(ctx context.Context, tx *tx, t tenant, id int64) ([]byte, error) {
-	const q = `UPDATE api_keys SET revoked_at = date_trunc('milliseconds', now())
-		WHERE company_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING hash, scopes`
-	var hash []byte
-	var scopes commaList
-	switch err := tx.queryRow(ctx, q, []any{t.companyID, id}, &hash, &scopes); {
-	case errors.Is(err, sql.ErrNoRows):
-		return nil, errNotFound
-	case err != nil:
-		return nil, err
-	}
-	return hash, grantable(t, scopes) // a refusal rolls the revocation back
 }
 
 // cmdKeyCreate is `rolodex key create`: it prints a new key for a user of a company.

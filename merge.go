@@ -178,8 +178,7 @@ func mergeMembers(survivor []member, losers [][]member, prefix string) (patch, c
 			for i, l := range losers {
 				lost[i] = objectMembers(memberRaw(l, "custom"))
 			}
-			values := objectMembers(m.raw)
-			p, c := mergeMembers(values, lost, "custom.")
+			p, c := mergeMembers(objectMembers(m.raw), lost, "custom.")
 			if changes = append(changes, c...); p != nil {
 				patch = append(patch, member{"custom", appendMembers(nil, p)})
 			}

@@ -96,7 +96,6 @@ func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
 }
 
-// fields are what a POST or PATCH body may set.
 func (e *webhookEndpoint) fields() []bodyField {
 	return []bodyField{
 		{"url", webhookURL(&e.URL), true},
@@ -118,10 +117,7 @@ func webhookURL(p *string) func(json.RawMessage) string {
 			return "is required"
 		}
 		s, msg := jsonString(raw, maxWebhookURLLen)
-		if msg != "" {
-			return msg
-		}
-		if msg := checkHTTPURL(s); msg != "" {
+		if msg = cmp.Or(msg, checkHTTPURL(s)); msg != "" {
 			return msg
 		}
 		u, _ := url.Parse(s)
@@ -286,12 +282,9 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		_, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil)
-		if errors.Is(err, errNotFound) { // 404 (or the answer kept for its key) before the body is checked
+		// 404 (or the answer kept for its key) before the body is checked; runWrite answers any error
+		if _, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil); err != nil {
 			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, err })
-			return
-		} else if err != nil {
-			writeError(w, r, log, err)
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
@@ -328,17 +321,15 @@ func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (we
 	err := tx.queryRow(ctx, q, []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
 		readableFamilies(t.scopes)}, &v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return v, errWebhookLimit
+		err = errWebhookLimit
+	} else if err != nil {
+		err = fmt.Errorf("insert webhook endpoint: %w", mapWriteError(err))
 	}
-	if err != nil {
-		return v, fmt.Errorf("insert webhook endpoint: %w", mapWriteError(err))
-	}
-	return v, nil
+	return v, err
 }
 
-// updateWebhook applies p to the company's endpoint id in tx (lockObject), moving updatedAt. Enabling
-// an endpoint clears its disabledReason, and a change leaves it the families the tenant's key reads.
-// Round trips: the lock (with BEGIN), the UPDATE.
+// updateWebhook applies p to the company's endpoint id in tx: enabling clears disabledReason, a
+// change sets the families the tenant's key reads. Round trips: the lock (with BEGIN), the UPDATE.
 func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (webhookEndpoint, error) {
 	_, v, changed, err := lockObject[webhookEndpoint](ctx, tx, webhooks, t.companyID, id, p)
 	if err != nil || !changed {
@@ -369,28 +360,22 @@ func secretAnswer(v webhookEndpoint) answer {
 
 // handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
+// Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
-	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
-		v, err := rotateWebhookSecret(r.Context(), tx, t.companyID, wr.id)
-		return secretAnswer(v), err
-	})
-}
-
-// rotateWebhookSecret gives the company's endpoint id a new secret, keeping the old one and when, and
-// returns it with the new secret. Round trips: the lock (lockObject, with BEGIN), the UPDATE.
-func rotateWebhookSecret(ctx context.Context, tx *tx, companyID, id int64) (webhookEndpoint, error) {
-	v, _, _, err := lockObject[webhookEndpoint](ctx, tx, webhooks, companyID, id, patch{})
-	if err != nil {
-		return v, err
-	}
-	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	if err := tx.queryRow(ctx, q, []any{companyID, id, v.Secret.String}, &v.UpdatedAt); err != nil {
-		return v, fmt.Errorf("rotate secret of webhook endpoint %d: %w", id, err)
-	}
-	return v, nil
+	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+		v, _, _, err := lockObject[webhookEndpoint](r.Context(), tx, webhooks, t.companyID, wr.id, patch{})
+		if err != nil {
+			return answer{}, err
+		}
+		v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
+		if err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, v.Secret.String}, &v.UpdatedAt); err != nil {
+			return answer{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", wr.id, err)
+		}
+		return secretAnswer(v), nil
+	})
 }
 
 // delivery is one event owed to one endpoint, as GET /v1/webhooks/{id}/deliveries lists it.
@@ -430,8 +415,10 @@ const deliveryColumns = `id, event_id, event_type, status, attempts, last_status
 	delivered_at, created_at`
 
 // handleWebhookRetry answers POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry (body {}): 202,
-// the delivery, pending and due now, whatever its status was.
+// the delivery, pending and due now, whatever its status was. Round trips: the UPDATE (with BEGIN).
 func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
+	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
+		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING ` + deliveryColumns
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		deliveryID, ok := parseID(r.PathValue("deliveryId"))
 		if !ok {
@@ -439,23 +426,14 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 			return
 		}
 		handleWrite(st, deliveries, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
-			d, err := retryDelivery(r.Context(), tx, t, wr.id, deliveryID)
+			var d delivery
+			err := tx.queryRow(r.Context(), q, []any{t.companyID, wr.id, deliveryID}, d.scanDest()...)
+			if errors.Is(err, sql.ErrNoRows) {
+				err = errNotFound
+			}
 			return answer{status: http.StatusAccepted, body: append(d.appendJSON(nil), '\n')}, err
 		}).ServeHTTP(w, r)
 	})
-}
-
-// retryDelivery makes the delivery deliveryID of the company's endpoint id pending and due now, in
-// tx, whatever its status was. Round trips: the UPDATE (with BEGIN).
-func retryDelivery(ctx context.Context, tx *tx, t tenant, id, deliveryID int64) (delivery, error) {
-	const q = `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = now()
-		WHERE company_id = $1 AND endpoint_id = $2 AND id = $3 RETURNING ` + deliveryColumns
-	var d delivery
-	err := tx.queryRow(ctx, q, []any{t.companyID, id, deliveryID}, d.scanDest()...)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = errNotFound
-	}
-	return d, err
 }
 
 // claimed is a delivery a worker took, with what sending it needs.
