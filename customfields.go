@@ -296,19 +296,16 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 // purgeCustomValues deletes at most deleteBatch rows of custom_values of one deleted field, and the
 // field's definition once none is left. The server runs it in the background (deleteInBatches).
 func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
-	var companyID, fieldID int64
+	var companyID, fieldID, n int64
 	const q = `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`
 	if err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	} else if err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, `DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
-		SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = $2 LIMIT $3)`, companyID, fieldID, deleteBatch)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
+	err := s.db.QueryRowContext(ctx, `WITH d AS (DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
+		SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = $2 LIMIT $3) RETURNING 1)
+		SELECT count(*) FROM d`, companyID, fieldID, deleteBatch).Scan(&n)
 	if err == nil && n == 0 {
 		_, err = s.db.ExecContext(ctx, `DELETE FROM custom_fields WHERE company_id = $1 AND id = $2`, companyID, fieldID)
 		n = deleteBatch // maybe more fields to purge: again soon

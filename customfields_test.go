@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -169,12 +170,31 @@ func TestCustomFieldKeysUnderConcurrentDefinitions(t *testing.T) {
 	}
 }
 
+func TestDeletedFieldValuesArePurged(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	field := defineField(t, c.key, `{"object": "contact", "key": "gone", "label": "G", "type": "multiSelect", "options": [{"value": "a"}, {"value": "b"}]}`)
+	for range 3 {
+		create(t, c.key, "/v1/contacts", `{"name": "V", "custom": {"gone": ["a", "b"]}}`)
+	}
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/customFields", field), c.key, ""), http.StatusNoContent)
+	// The server's purge, run here until it is done (it takes deleted fields of every company in turn).
+	for i := 0; sqlID(t, `SELECT count(*) FROM custom_fields WHERE company_id = $1 AND id = $2`, c.id, field) > 0; i++ {
+		if _, err := testEnv.st.purgeCustomValues(context.Background()); err != nil || i == 100 {
+			t.Fatalf("purge %d: %v; the deleted field is still there", i, err)
+		}
+	}
+	if n := sqlID(t, `SELECT count(*) FROM custom_values WHERE company_id = $1 AND field_id = $2`, c.id, field); n != 0 {
+		t.Errorf("%d values of the purged field are left", n)
+	}
+}
+
 // purgeStatement tells the statements of the server's purge of deleted fields' values
 // (purgeCustomValues), which counts of a request's statements leave out: it runs whenever a test
 // left such values, once a second while it finds more.
 func purgeStatement(sql string) bool {
 	return strings.HasPrefix(sql, "SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL") ||
-		strings.HasPrefix(sql, "DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN") ||
+		strings.HasPrefix(sql, "WITH d AS (DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN") ||
 		sql == "DELETE FROM custom_fields WHERE company_id = $1 AND id = $2"
 }
 
