@@ -438,8 +438,7 @@ func (cv *customValues) sortKey(sort string) (string, bool) {
 	if !isTime && !isCustom {
 		return "", false // not a custom sort: id
 	}
-	members := objectMembers(cv.json)
-	raw := memberRaw(members, key)
+	raw := memberRaw(objectMembers(cv.json), key)
 	if raw == nil || isNull(raw) {
 		return "", true
 	}
@@ -896,21 +895,17 @@ func (f *customField) jsonSchema() map[string]any {
 	return s
 }
 
-// dropCustomExamples deletes from v, a decoded OpenAPI document or a part of one, each example that
-// holds custom: written with "custom": {}, they fit no company's own fields.
-func dropCustomExamples(v any) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, c := range v {
-			if k != "example" && k != "examples" {
-				dropCustomExamples(c)
-			} else if b, _ := json.Marshal(c); bytes.Contains(b, []byte(`"custom"`)) {
+// dropCustomExamples deletes from v, a decoded OpenAPI document or an object in one, each example
+// that holds custom: written with "custom": {}, they fit no company's own fields. No example that
+// does sits in an array (TestCustomOpenAPIDocument).
+func dropCustomExamples(v map[string]any) {
+	for k, c := range v {
+		if k == "example" || k == "examples" {
+			if b, _ := json.Marshal(c); bytes.Contains(b, []byte(`"custom"`)) {
 				delete(v, k)
 			}
-		}
-	case []any:
-		for _, c := range v {
-			dropCustomExamples(c)
+		} else if m, ok := c.(map[string]any); ok {
+			dropCustomExamples(m)
 		}
 	}
 }
@@ -939,23 +934,17 @@ func (f *customField) listParams(sorts, filters []any) ([]any, []any) {
 }
 
 // addListParams adds a company's custom filters to the list and count at path of its OpenAPI document
-// doc, and its custom sorts to the list's sort parameter (sortParam; a new one where it has none).
+// doc, and its custom sorts to the list's parameter sortParam (organizations have no count, no sort).
 func addListParams(doc map[string]any, path, sortParam string, sorts, filters []any) {
-	paths, params := doc["paths"].(map[string]any), doc["components"].(map[string]any)["parameters"].(map[string]any)
-	add := func(p string, more ...any) {
-		item, _ := paths[p].(map[string]any) // organizations have no count
+	for _, p := range []string{path, path + "/count"} {
+		item, _ := doc["paths"].(map[string]any)[p].(map[string]any)
 		if op, ok := item["get"].(map[string]any); ok {
-			op["parameters"] = append(op["parameters"].([]any), more...)
+			op["parameters"] = append(op["parameters"].([]any), filters...)
 		}
 	}
-	add(path, filters...)
-	add(path+"/count", filters...)
-	if sort, ok := params[sortParam].(map[string]any); ok {
+	if sort, ok := doc["components"].(map[string]any)["parameters"].(map[string]any)[sortParam].(map[string]any); ok {
 		schema := sort["schema"].(map[string]any)
 		schema["enum"] = append(schema["enum"].([]any), sorts...)
-	} else if len(sorts) > 0 {
-		add(path, map[string]any{"name": "sort", "in": "query", "description": "A custom field; a `-` prefix sorts descending.",
-			"schema": map[string]any{"type": "string", "enum": sorts}})
 	}
 }
 

@@ -541,9 +541,9 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 	if names, schemas = params("/v1/business/count"); fmt.Sprint(schemas["custom.arr[gte]"].Type) != "number" || !slices.Contains(names, "custom.arr[lt]") {
 		t.Errorf("/v1/business/count parameters %v", names)
 	}
-	if names, schemas = params("/v1/organizations"); fmt.Sprint(schemas["sort"].Enum) != "[custom.size -custom.size]" ||
-		fmt.Sprint(schemas["custom.tags"].Enum) != "[a]" || !slices.Contains(names, "custom.size[lte]") {
-		t.Errorf("/v1/organizations parameters %v; sort %+v (none by a multiSelect); custom.tags %+v", names, schemas["sort"], schemas["custom.tags"])
+	if names, schemas = params("/v1/organizations"); slices.Contains(names, "sort") || fmt.Sprint(schemas["custom.tags"].Enum) != "[a]" ||
+		!slices.Contains(names, "custom.size[lte]") {
+		t.Errorf("/v1/organizations parameters %v (a sort, which its list refuses?); custom.tags %+v", names, schemas["custom.tags"])
 	}
 	if r := mustGet(t, "", "/v1/openapi.json"); string(r.body) != string(openAPIDocument) {
 		t.Error("without a key, the document is not the embedded one")
