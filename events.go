@@ -154,6 +154,9 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		q, aerr := queryParams(r, allowed...)
 		var lq *listQuery
 		if aerr == nil {
+			_, aerr = parseExpand(r, q, nil) // an event expands nothing: any value is a 400 (API.md section 5)
+		}
+		if aerr == nil {
 			lq, aerr = events.lists.parse(q)
 		}
 		if aerr == nil {

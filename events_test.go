@@ -174,12 +174,13 @@ func TestEventsFeedFiltersPagesAndRefusesBadInput(t *testing.T) {
 	other := newTestCompany(t)
 	_, otherCursor := walkFeed(t, other.key, "", "")
 	for what, query := range map[string]string{
-		"a tampered cursor":           "cursor=" + url.QueryEscape(cursor[:len(cursor)-2]+map[bool]string{true: "AB", false: "AA"}[strings.HasSuffix(cursor, "AA")]),
-		"another company's cursor":    "cursor=" + url.QueryEscape(otherCursor),
-		"a cursor with other filters": "type=contact.*&cursor=" + url.QueryEscape(cursor),
-		"a list's cursor":             "cursor=" + url.QueryEscape(*listPage[obj](t, c.key, "/v1/countries?limit=1").Pagination.NextCursor),
-		"limit 0":                     "limit=0",
-		"a sort":                      "sort=id",
+		"a tampered cursor":               "cursor=" + url.QueryEscape(cursor[:len(cursor)-2]+map[bool]string{true: "AB", false: "AA"}[strings.HasSuffix(cursor, "AA")]),
+		"another company's cursor":        "cursor=" + url.QueryEscape(otherCursor),
+		"a cursor with other filters":     "type=contact.*&cursor=" + url.QueryEscape(cursor),
+		"a list's cursor":                 "cursor=" + url.QueryEscape(*listPage[obj](t, c.key, "/v1/countries?limit=1").Pagination.NextCursor),
+		"limit 0":                         "limit=0",
+		"a sort":                          "sort=id",
+		"an expansion (events have none)": "expand[]=object",
 	} {
 		r := call(t, "GET", "/v1/events?"+query, c.key, "")
 		if r.status != http.StatusBadRequest {
