@@ -545,6 +545,11 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 		!slices.Contains(names, "custom.size[lte]") {
 		t.Errorf("/v1/organizations parameters %v (a sort, which its list refuses?); custom.tags %+v", names, schemas["custom.tags"])
 	}
+	// The server takes what the document declares.
+	for _, path := range []string{"/v1/contacts?custom.tier=gold&sort=-custom.tier", "/v1/business/count?custom.arr[lt]=5",
+		"/v1/organizations?custom.size[gte]=1&custom.tags=a"} {
+		mustGet(t, c.key, path)
+	}
 	if r := mustGet(t, "", "/v1/openapi.json"); string(r.body) != string(openAPIDocument) {
 		t.Error("without a key, the document is not the embedded one")
 	}
