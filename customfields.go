@@ -327,6 +327,7 @@ type customWrite struct {
 	stored pgtype.Text      // {"fieldID": value, ...} of the set values, for the row's custom column
 	rows   []customRow      // the values for custom_values
 	keys   map[int64]string // the fields whose custom_values rows the write replaces: their keys by id
+	drop   []int64          // of those, an update's whose old rows its INSERT may not overwrite (saveCustom)
 }
 
 // stored is the custom column a write stores: what checkCustom made, or NULL to keep the row's.
@@ -540,6 +541,9 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 		if f != nil && (objectID == 0 || !bytes.Equal(value, memberRaw(body.old, key))) { // an unchanged value keeps its rows
 			cv.w.keys[f.ID] = key
 			cv.w.rows = append(cv.w.rows, rows...)
+			if objectID != 0 && (len(rows) == 0 || f.Type == "multiSelect" || f.Unique) {
+				cv.w.drop = append(cv.w.drop, f.ID)
+			}
 			if f.Type == "user" && len(rows) > 0 {
 				n, _ := strconv.ParseInt(rows[0].num.String, 10, 64)
 				userFields, users = append(userFields, f.ID), append(users, n)
@@ -573,16 +577,22 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	return nil
 }
 
-// saveCustom replaces the custom_values rows of the fields a write set on the company's object id with
-// cv's, in tx. A unique value another object holds is a fieldError naming it: ON CONFLICT DO NOTHING
-// waits for a concurrent writer's transaction, and the loser finds the winner committed. Round trips:
-// the DELETE goes with the INSERT, which waits only when a value is unique.
+// saveCustom writes the custom_values rows of the fields a write set on the company's object id, in
+// tx. A row overwrites its field's old one in place (ON CONFLICT DO UPDATE; the bench's PATCH in pgbench:
+// 227 us of statement time against 316 for a DELETE and an INSERT). Old rows go first (cv.w.drop) where
+// new ones may not overwrite them: a value cleared, a multiSelect's (it may hold fewer), a unique one; and
+// then all of them, as the ON CONFLICT DO NOTHING that finds a unique value's holder would keep them. That
+// holder is a fieldError: DO NOTHING waits for a concurrent writer's transaction, and the loser finds the
+// winner committed. Round trips: the DELETE goes with the INSERT, which waits only when a value is unique.
 func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
-	if len(cv.w.keys) == 0 {
-		return nil
+	unique := slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 })
+	if drop := cv.w.drop; len(drop) > 0 {
+		if unique {
+			drop = slices.Collect(maps.Keys(cv.w.keys))
+		}
+		tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`,
+			companyID, objectID, drop)
 	}
-	tx.queue(`DELETE FROM custom_values WHERE company_id = $1 AND object_id = $2 AND field_id = ANY($3)`,
-		companyID, objectID, slices.Collect(maps.Keys(cv.w.keys)))
 	if len(cv.w.rows) == 0 {
 		return nil
 	}
@@ -595,8 +605,10 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	}
 	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n, folded) VALUES ` +
 		strings.Join(values, ", ")
-	if !slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 }) {
-		tx.queue(q, args...)
+	if !unique {
+		tx.queue(q+` ON CONFLICT (company_id, object_id, field_id, n) DO UPDATE SET text_value = excluded.text_value,
+			num_value = excluded.num_value, time_value = excluded.time_value, unique_mode = excluded.unique_mode,
+			folded = excluded.folded`, args...)
 		return nil
 	}
 	var inserted []fieldID

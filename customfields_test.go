@@ -438,6 +438,20 @@ func TestCustomListsFilterSortAndCount(t *testing.T) {
 	if got := countOf(t, c.key, "/v1/contacts/count?custom.tier=gold"); got != 2 {
 		t.Errorf("count custom.tier=gold after a delete = %d; want 2", got)
 	}
+	t.Run("a PATCH's values replace the old ones in filters: cleared, fewer options, beside a unique one", func(t *testing.T) {
+		defineField(t, c.key, `{"object": "contact", "key": "code", "label": "C", "type": "text", "unique": true}`)
+		path := func(i int) string { return itemPath("/v1/contacts", ids[i]) }
+		wantStatus(t, call(t, "PATCH", path(1), c.key, `{"custom": {"tier": null, "tags": ["b"], "arr": 7}}`), http.StatusOK)
+		wantStatus(t, call(t, "PATCH", path(0), c.key, `{"custom": {"code": "K1"}}`), http.StatusOK)
+		wantStatus(t, call(t, "PATCH", path(0), c.key, `{"custom": {"code": "K2", "arr": 11}}`), http.StatusOK)
+		for query, want := range map[string]int64{"custom.tier=silver": 1, "custom.tags=a": 2, "custom.tags=b": 2, "custom.arr=7": 1,
+			"custom.arr=-5.5": 0, "custom.arr=10": 1, "custom.arr=11": 1, "custom.code=k1": 0, "custom.code=k2": 1} {
+			if got := countOf(t, c.key, "/v1/contacts/count?"+query); got != want {
+				t.Errorf("count %s = %d; want %d", query, got, want)
+			}
+		}
+		create(t, c.key, "/v1/contacts", `{"name": "Next", "custom": {"code": "k1"}}`)
+	})
 	t.Run("an unknown key or an operator its type lacks is 400 naming the parameter", func(t *testing.T) {
 		for _, q := range []string{"custom.nope=1", "custom.tier[gte]=gold", "custom.arr=abc", "custom.arr[like]=1", "custom.seen=yesterday", "custom.tags[gt]=a"} {
 			name, _, _ := strings.Cut(q, "=")
