@@ -328,6 +328,7 @@ type customWrite struct {
 	rows   []customRow      // the values for custom_values
 	keys   map[int64]string // the fields whose custom_values rows the write replaces: their keys by id
 	drop   []int64          // of those, an update's whose old rows its INSERT may not overwrite (saveCustom)
+	update bool             // an update's: its rows may meet their fields' old ones
 }
 
 // stored is the custom column a write stores: what checkCustom made, or NULL to keep the row's.
@@ -518,7 +519,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 	var errs, valueErrs fieldErrors
 	out, stored := []member{}, []member{}
 	var userFields, users []int64 // the fields of type user the write sets, and their values
-	cv.w = &customWrite{sent: body.sent, keys: map[int64]string{}}
+	cv.w = &customWrite{sent: body.sent, keys: map[int64]string{}, update: objectID != 0}
 	for def := range strings.SplitSeq(string(cv.defs), ",") { // the object's live fields, "id:key" by id
 		id, key, ok := strings.Cut(def, ":")
 		if !ok {
@@ -541,7 +542,7 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 		if f != nil && (objectID == 0 || !bytes.Equal(value, memberRaw(body.old, key))) { // an unchanged value keeps its rows
 			cv.w.keys[f.ID] = key
 			cv.w.rows = append(cv.w.rows, rows...)
-			if objectID != 0 && (len(rows) == 0 || f.Type == "multiSelect" || f.Unique) {
+			if cv.w.update && (len(rows) == 0 || f.Type == "multiSelect" || f.Unique) {
 				cv.w.drop = append(cv.w.drop, f.ID)
 			}
 			if f.Type == "user" && len(rows) > 0 {
@@ -578,12 +579,13 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 }
 
 // saveCustom writes the custom_values rows of the fields a write set on the company's object id, in
-// tx. A row overwrites its field's old one in place (ON CONFLICT DO UPDATE; the bench's PATCH in pgbench:
-// 227 us of statement time against 316 for a DELETE and an INSERT). Old rows go first (cv.w.drop) where
-// new ones may not overwrite them: a value cleared, a multiSelect's (it may hold fewer), a unique one; and
-// then all of them, as the ON CONFLICT DO NOTHING that finds a unique value's holder would keep them. That
-// holder is a fieldError: DO NOTHING waits for a concurrent writer's transaction, and the loser finds the
-// winner committed. Round trips: the DELETE goes with the INSERT, which waits only when a value is unique.
+// tx. An update's row overwrites its field's old one in place (ON CONFLICT DO UPDATE; the bench's PATCH
+// in pgbench: 227 us of statement time against 316 for a DELETE and an INSERT). Old rows go first
+// (cv.w.drop) where new ones may not overwrite them: a value cleared, a multiSelect's (it may hold
+// fewer), a unique one; and then all of them, as the ON CONFLICT DO NOTHING that finds a unique value's
+// holder would keep them. That holder is a fieldError: DO NOTHING waits for a concurrent writer's
+// transaction, and the loser finds the winner committed. Round trips: the DELETE goes with the INSERT,
+// which waits only when a value is unique.
 func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
 	unique := slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 })
 	if drop := cv.w.drop; len(drop) > 0 {
@@ -606,9 +608,12 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	q := `INSERT INTO custom_values (company_id, object_id, field_id, text_value, num_value, time_value, unique_mode, n, folded) VALUES ` +
 		strings.Join(values, ", ")
 	if !unique {
-		tx.queue(q+` ON CONFLICT (company_id, object_id, field_id, n) DO UPDATE SET text_value = excluded.text_value,
-			num_value = excluded.num_value, time_value = excluded.time_value, unique_mode = excluded.unique_mode,
-			folded = excluded.folded`, args...)
+		if cv.w.update { // a create's rows are new: a plain INSERT spares each a probe and a WAL record
+			q += ` ON CONFLICT (company_id, object_id, field_id, n) DO UPDATE SET text_value = excluded.text_value,
+				num_value = excluded.num_value, time_value = excluded.time_value, unique_mode = excluded.unique_mode,
+				folded = excluded.folded`
+		}
+		tx.queue(q, args...)
 		return nil
 	}
 	var inserted []fieldID
