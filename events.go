@@ -151,19 +151,12 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 	allowed := append(events.lists.params(true), "type")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		q, aerr := queryParams(r, allowed...)
-		var lq *listQuery
-		if aerr == nil {
-			_, aerr = parseExpand(r, q, nil) // an event expands nothing: any value is a 400 (API.md section 5)
+		q, lq, _, err := listRequest(r, st, events, allowed) // an event expands nothing: any expand[] is a 400
+		if err == nil {
+			err = lq.whereTypes(q["type"], t.scopes)
 		}
-		if aerr == nil {
-			lq, aerr = events.lists.parse(q)
-		}
-		if aerr == nil {
-			aerr = lq.whereTypes(q["type"], t.scopes)
-		}
-		if aerr != nil {
-			writeProblem(w, r, aerr)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
 		key, err := st.listCursorKey(r.Context())
@@ -219,7 +212,7 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 // whereTypes adds the type filter: each value an event type or a family ("contact.*") that scopes
 // read (else 403). Without one, a key that does not read every family is shown the events of those
 // it reads (of none: no events), and its cursors are bound to them like a filter's.
-func (lq *listQuery) whereTypes(values, scopes []string) *apiError {
+func (lq *listQuery) whereTypes(values, scopes []string) error {
 	var types []string
 	for _, v := range values {
 		family, isFamily := strings.CutSuffix(v, ".*")
