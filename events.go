@@ -31,6 +31,14 @@ var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted
 	"business.created", "business.updated", "business.deleted",
 	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
 
+// typesNamed returns the event types that filter names: itself, or those of its family ("contact.*").
+func typesNamed(filter string) []string {
+	family, isFamily := strings.CutSuffix(filter, ".*")
+	return slices.DeleteFunc(slices.Clone(eventTypes), func(et string) bool {
+		return et != filter && !(isFamily && strings.HasPrefix(et, family+"."))
+	})
+}
+
 // eventFamilies are the event families and the scopes that read them: a key sees only the events of
 // the families it reads; an endpoint, those its last writer's key read (webhooks.go).
 var eventFamilies = []struct{ name, scope string }{
@@ -215,17 +223,12 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 func (lq *listQuery) whereTypes(values, scopes []string) error {
 	var types []string
 	for _, v := range values {
-		family, isFamily := strings.CutSuffix(v, ".*")
-		n := len(types)
-		for _, et := range eventTypes {
-			if et == v || isFamily && strings.HasPrefix(et, family+".") {
-				types = append(types, et)
-			}
-		}
-		if len(types) == n {
+		named := typesNamed(v)
+		if len(named) == 0 {
 			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.* name their families",
 				v, strings.Join(eventTypes, ", ")))
 		}
+		types = append(types, named...)
 	}
 	if aerr := eventScopeError(scopes, values); aerr != nil {
 		return aerr
