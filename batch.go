@@ -134,38 +134,31 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 // "matchOn", returned (matchOn if none). The whole body's failure is fieldErrors; an item's, its pre.
 func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, _ string, err error) {
 	atomic, list := true, map[bool]string{false: "items", true: "ids"}[op == "delete"]
-	var errs fieldErrors
-	for _, m := range members {
-		msg := ""
-		switch {
-		case m.name == list:
-			var raws []json.RawMessage
-			if json.Unmarshal(m.raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
-				msg = fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
-			}
-			for i, raw := range raws {
-				items = append(items, readItem[T, P](op, list+"["+strconv.Itoa(i)+"]", raw))
-			}
-		case m.name == "atomic":
-			msg = boolean(&atomic)(m.raw)
-		case m.name == "matchOn" && op == "upsert":
-			if s, _ := jsonString(m.raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
+	fields := []bodyField{{list, func(raw json.RawMessage) string {
+		var raws []json.RawMessage
+		if json.Unmarshal(raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
+			return fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
+		}
+		for i, raw := range raws {
+			items = append(items, readItem[T, P](op, list+"["+strconv.Itoa(i)+"]", raw))
+		}
+		return ""
+	}, false}, {"atomic", boolean(&atomic), false}}
+	if op == "upsert" {
+		fields = append(fields, bodyField{"matchOn", func(raw json.RawMessage) string {
+			if s, _ := jsonString(raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
 				matchOn = s
-			} else {
-				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+				return ""
 			}
-		default:
-			msg = "is not a known field"
-		}
-		if msg != "" {
-			errs = append(errs, fieldError{Field: m.name, Message: msg})
-		}
+			return fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+		}, false})
 	}
+	errs := applyMembers(members, fields, nil)
 	if !hasMember(members, list) {
 		errs = append(errs, fieldError{Field: list, Message: "is required"})
 	}
 	if errs != nil {
-		return nil, atomic, matchOn, errs
+		return nil, atomic, matchOn, fieldErrors(errs)
 	}
 	seen := map[int64]int{}
 	for i, it := range items { // two items for one object: which one wins would be a guess
