@@ -192,23 +192,21 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		args = append(args, int64(after[0]), int64(after[1]), lq.limit+1)
 		n := len(args)
 		sqlText += fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY events.xid, events.id LIMIT $%d`, n-2, n-1, n)
-		evs := make([]event, 0)
+		var evs []event
 		if err := st.read(r.Context(), rowsInto[event](&evs, sqlText, args...)); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
 		more := len(evs) > lq.limit
 		evs = evs[:min(len(evs), lq.limit)]
+		after[2] = uint64(time.Now().UnixMilli()) // with no events, nothing was missed up to now
 		b := append(make([]byte, 0, 1024*len(evs)+256), `{"data":[`...)
-		for i := range evs {
-			b = append(evs[i].appendJSON(b), ',')
-		}
-		if len(evs) > 0 {
-			b = b[:len(b)-1] // the last event's comma
-			last := evs[len(evs)-1]
-			after = [3]uint64{uint64(last.xid), uint64(last.ID), uint64(last.CreatedAt.UnixMilli())}
-		} else {
-			after[2] = uint64(time.Now().UnixMilli()) // nothing was missed up to now
+		for i, e := range evs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.appendJSON(b)
+			after = [3]uint64{uint64(e.xid), uint64(e.ID), uint64(e.CreatedAt.UnixMilli())}
 		}
 		next := sealCursor(key, scope, after[:], "")
 		limit := int64(lq.limit)
