@@ -359,11 +359,11 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if it.err != nil {
-			p.done()
+			p.stopped(context.Background())
 			continue
 		}
 		wg.Go(func() {
-			defer p.done()
+			defer p.stopped(context.Background())
 			defer func() {
 				if v := recover(); v != nil {
 					it.err = fmt.Errorf("batch item %d: panic: %v", i, v)
@@ -435,22 +435,17 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	p, done := t.pipe, make(chan error, 1)
 	p.mu.Lock()
 	p.waiting[t], p.pending[t] = done, b.QueuedQueries
-	p.stopped(ctx)
 	p.mu.Unlock()
+	p.stopped(ctx) // till then t counts as running: no round trip goes out without its statements
 	return <-done
 }
 
-// done records that an item ended, which may leave every other item waiting.
-func (p *pipeline) done() {
-	p.mu.Lock()
-	p.stopped(context.Background())
-	p.mu.Unlock()
-}
-
-// stopped records that an item stopped running (it waits or is done). When none runs, it sends the
-// waiting items' statements in item order as one round trip, and wakes them with its error; the
-// first item whose statement failed is blamed.
+// stopped records that an item stopped running: it waits (send), or it is done. When none runs, it
+// sends the waiting items' statements in item order as one round trip, and wakes them with its
+// error; the first item whose statement failed is blamed.
 func (p *pipeline) stopped(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.running--; p.running > 0 || len(p.waiting) == 0 {
 		return
 	}
