@@ -338,9 +338,8 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 			it.err = duplicateError(m.field, runs[mr.first-1])
 		case len(mr.ids) > 1:
 			for _, id := range mr.ids {
-				if o, ok := byID[id]; ok {
-					members := objectMembers(P(o).appendJSON(nil)) // the id as the object has it
-					it.candidates = append(it.candidates, members[0].raw)
+				if o, ok := byID[id]; ok { // the id as the object has it
+					it.candidates = append(it.candidates, objectMembers(P(o).appendJSON(nil))[0].raw)
 				}
 			}
 			it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
