@@ -106,11 +106,10 @@ var errReplay = errors.New("the idempotency key has an answer kept")
 // nothing, so that the client may correct it and send it again with the same key.
 func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyKey, do func(*tx) (answer, error)) (a answer, replayed bool, err error) {
 	var kept answer
-	err = s.write(ctx, func(tx *tx) error {
+	err = s.write(ctx, func(tx *tx) (err error) {
 		if ik != nil {
 			lookUpKey(tx, companyID, ik, &kept)
 		}
-		var err error
 		if a, err = do(tx); err == nil && ik != nil {
 			keepAnswer(tx, companyID, ik, a)
 		}
