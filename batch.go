@@ -83,7 +83,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.PathValue("op")
-		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.match.field == "") {
+		if op == "upsert" && bw.match.field == "" { // op is one of the four routesOf routes
 			writeProblem(w, r, errNoRoute(r))
 			return
 		}
