@@ -13,8 +13,8 @@ import (
 )
 
 // Idempotency keys (API.md section 10, Stripe's semantics): a POST, PATCH or DELETE sent with an
-// Idempotency-Key runs once. Its answer is kept with the key, in the transaction of the change it
-// answers, and every repeat of the same request within 24 hours gets that answer again.
+// Idempotency-Key runs once. Its answer is kept with the key in the change's transaction, and every
+// repeat of the request within 24 hours (the interval in the statements below) gets it again.
 //
 // A write with a key first takes a transaction-level advisory lock on (company, key) without
 // waiting: a second request with the key while the first runs is 409 at once, never a second write.
@@ -23,7 +23,6 @@ import (
 // INSERT of the answer finds its row and this request is 409 too, writing nothing. The look-up goes
 // out with the write's first round trip (lookUpKey), all in store.writeOnce.
 
-// Keys are kept 24 hours (the interval in the statements below).
 const (
 	maxIdempotencyKeyLen  = 255
 	idempotencyExpiration = time.Hour // how often a server deletes the expired keys
