@@ -137,9 +137,8 @@ func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 		FROM (SELECT) AS one LEFT JOIN idempotency_keys k
 			ON k.company_id = $1 AND k.key = $2 AND k.created_at > now() - interval '24 hours'`
 	tx.queueRow(q, []any{companyID, ik.key}, func(row pgx.Row) error {
-		var one int
 		var fingerprint []byte
-		if err := row.Scan(&one, &fingerprint, &kept.status, &kept.location, &kept.etag, &kept.body); err != nil {
+		if err := row.Scan(nil, &fingerprint, &kept.status, &kept.location, &kept.etag, &kept.body); err != nil {
 			return fmt.Errorf("look up idempotency key: %w", err)
 		}
 		switch {
