@@ -163,11 +163,10 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		if err == nil {
 			err = lq.whereTypes(q["type"], t.scopes)
 		}
-		if err != nil {
-			writeError(w, r, log, err)
-			return
+		var key []byte
+		if err == nil {
+			key, err = st.listCursorKey(r.Context())
 		}
-		key, err := st.listCursorKey(r.Context())
 		if err != nil {
 			writeError(w, r, log, err)
 			return
