@@ -83,7 +83,7 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.PathValue("op")
-		if op != "create" && op != "update" && op != "delete" && (op != "upsert" || bw.match.field == "") {
+		if op == "upsert" && bw.match.field == "" { // op is one of the four routesOf routes
 			writeProblem(w, r, errNoRoute(r))
 			return
 		}
@@ -134,38 +134,31 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 // "matchOn", returned (matchOn if none). The whole body's failure is fieldErrors; an item's, its pre.
 func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, _ string, err error) {
 	atomic, list := true, map[bool]string{false: "items", true: "ids"}[op == "delete"]
-	var errs fieldErrors
-	for _, m := range members {
-		msg := ""
-		switch {
-		case m.name == list:
-			var raws []json.RawMessage
-			if json.Unmarshal(m.raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
-				msg = fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
-			}
-			for i, raw := range raws {
-				items = append(items, readItem[T, P](op, list+"["+strconv.Itoa(i)+"]", raw))
-			}
-		case m.name == "atomic":
-			msg = boolean(&atomic)(m.raw)
-		case m.name == "matchOn" && op == "upsert":
-			if s, _ := jsonString(m.raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
+	fields := []bodyField{{list, func(raw json.RawMessage) string {
+		var raws []json.RawMessage
+		if json.Unmarshal(raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
+			return fmt.Sprintf("must be an array of 1 to %d items", maxBatchItems)
+		}
+		for i, raw := range raws {
+			items = append(items, readItem[T, P](op, list+"["+strconv.Itoa(i)+"]", raw))
+		}
+		return ""
+	}, false}, {"atomic", boolean(&atomic), false}}
+	if op == "upsert" {
+		fields = append(fields, bodyField{"matchOn", func(raw json.RawMessage) string {
+			if s, _ := jsonString(raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
 				matchOn = s
-			} else {
-				msg = fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+				return ""
 			}
-		default:
-			msg = "is not a known field"
-		}
-		if msg != "" {
-			errs = append(errs, fieldError{Field: m.name, Message: msg})
-		}
+			return fmt.Sprintf("must be %q or custom.<key> of a unique custom field", matchOn)
+		}, false})
 	}
+	errs := applyMembers(members, fields, nil)
 	if !hasMember(members, list) {
 		errs = append(errs, fieldError{Field: list, Message: "is required"})
 	}
 	if errs != nil {
-		return nil, atomic, matchOn, errs
+		return nil, atomic, matchOn, fieldErrors(errs)
 	}
 	seen := map[int64]int{}
 	for i, it := range items { // two items for one object: which one wins would be a guess
@@ -345,9 +338,8 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 			it.err = duplicateError(m.field, runs[mr.first-1])
 		case len(mr.ids) > 1:
 			for _, id := range mr.ids {
-				if o, ok := byID[id]; ok {
-					members := objectMembers(P(o).appendJSON(nil)) // the id as the object has it
-					it.candidates = append(it.candidates, members[0].raw)
+				if o, ok := byID[id]; ok { // the id as the object has it
+					it.candidates = append(it.candidates, objectMembers(P(o).appendJSON(nil))[0].raw)
 				}
 			}
 			it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
@@ -366,11 +358,11 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if it.err != nil {
-			p.done()
+			p.stopped(context.Background())
 			continue
 		}
 		wg.Go(func() {
-			defer p.done()
+			defer p.stopped(context.Background())
 			defer func() {
 				if v := recover(); v != nil {
 					it.err = fmt.Errorf("batch item %d: panic: %v", i, v)
@@ -442,22 +434,17 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	p, done := t.pipe, make(chan error, 1)
 	p.mu.Lock()
 	p.waiting[t], p.pending[t] = done, b.QueuedQueries
-	p.stopped(ctx)
 	p.mu.Unlock()
+	p.stopped(ctx) // till then t counts as running: no round trip goes out without its statements
 	return <-done
 }
 
-// done records that an item ended, which may leave every other item waiting.
-func (p *pipeline) done() {
-	p.mu.Lock()
-	p.stopped(context.Background())
-	p.mu.Unlock()
-}
-
-// stopped records that an item stopped running (it waits or is done). When none runs, it sends the
-// waiting items' statements in item order as one round trip, and wakes them with its error; the
-// first item whose statement failed is blamed.
+// stopped records that an item stopped running: it waits (send), or it is done. When none runs, it
+// sends the waiting items' statements in item order as one round trip, and wakes them with its
+// error; the first item whose statement failed is blamed.
 func (p *pipeline) stopped(ctx context.Context) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.running--; p.running > 0 || len(p.waiting) == 0 {
 		return
 	}

@@ -31,6 +31,14 @@ var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted
 	"business.created", "business.updated", "business.deleted",
 	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
 
+// typesNamed returns the event types that filter names: itself, or those of its family ("contact.*").
+func typesNamed(filter string) []string {
+	family, isFamily := strings.CutSuffix(filter, ".*")
+	return slices.DeleteFunc(slices.Clone(eventTypes), func(et string) bool {
+		return et != filter && !(isFamily && strings.HasPrefix(et, family+"."))
+	})
+}
+
 // eventFamilies are the event families and the scopes that read them: a key sees only the events of
 // the families it reads; an endpoint, those its last writer's key read (webhooks.go).
 var eventFamilies = []struct{ name, scope string }{
@@ -151,22 +159,14 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 	allowed := append(events.lists.params(true), "type")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		q, aerr := queryParams(r, allowed...)
-		var lq *listQuery
-		if aerr == nil {
-			_, aerr = parseExpand(r, q, nil) // an event expands nothing: any value is a 400 (API.md section 5)
+		q, lq, _, err := listRequest(r, st, events, allowed) // an event expands nothing: any expand[] is a 400
+		if err == nil {
+			err = lq.whereTypes(q["type"], t.scopes)
 		}
-		if aerr == nil {
-			lq, aerr = events.lists.parse(q)
+		var key []byte
+		if err == nil {
+			key, err = st.listCursorKey(r.Context())
 		}
-		if aerr == nil {
-			aerr = lq.whereTypes(q["type"], t.scopes)
-		}
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		key, err := st.listCursorKey(r.Context())
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -191,23 +191,21 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		args = append(args, int64(after[0]), int64(after[1]), lq.limit+1)
 		n := len(args)
 		sqlText += fmt.Sprintf(` AND (xid, id) > ($%d::bigint::text::xid8, $%d) ORDER BY events.xid, events.id LIMIT $%d`, n-2, n-1, n)
-		evs := make([]event, 0)
+		var evs []event
 		if err := st.read(r.Context(), rowsInto[event](&evs, sqlText, args...)); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
 		more := len(evs) > lq.limit
 		evs = evs[:min(len(evs), lq.limit)]
+		after[2] = uint64(time.Now().UnixMilli()) // with no events, nothing was missed up to now
 		b := append(make([]byte, 0, 1024*len(evs)+256), `{"data":[`...)
-		for i := range evs {
-			b = append(evs[i].appendJSON(b), ',')
-		}
-		if len(evs) > 0 {
-			b = b[:len(b)-1] // the last event's comma
-			last := evs[len(evs)-1]
-			after = [3]uint64{uint64(last.xid), uint64(last.ID), uint64(last.CreatedAt.UnixMilli())}
-		} else {
-			after[2] = uint64(time.Now().UnixMilli()) // nothing was missed up to now
+		for i, e := range evs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = e.appendJSON(b)
+			after = [3]uint64{uint64(e.xid), uint64(e.ID), uint64(e.CreatedAt.UnixMilli())}
 		}
 		next := sealCursor(key, scope, after[:], "")
 		limit := int64(lq.limit)
@@ -219,20 +217,15 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 // whereTypes adds the type filter: each value an event type or a family ("contact.*") that scopes
 // read (else 403). Without one, a key that does not read every family is shown the events of those
 // it reads (of none: no events), and its cursors are bound to them like a filter's.
-func (lq *listQuery) whereTypes(values, scopes []string) *apiError {
+func (lq *listQuery) whereTypes(values, scopes []string) error {
 	var types []string
 	for _, v := range values {
-		family, isFamily := strings.CutSuffix(v, ".*")
-		n := len(types)
-		for _, et := range eventTypes {
-			if et == v || isFamily && strings.HasPrefix(et, family+".") {
-				types = append(types, et)
-			}
-		}
-		if len(types) == n {
+		named := typesNamed(v)
+		if len(named) == 0 {
 			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.* name their families",
 				v, strings.Join(eventTypes, ", ")))
 		}
+		types = append(types, named...)
 	}
 	if aerr := eventScopeError(scopes, values); aerr != nil {
 		return aerr

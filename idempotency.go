@@ -13,8 +13,8 @@ import (
 )
 
 // Idempotency keys (API.md section 10, Stripe's semantics): a POST, PATCH or DELETE sent with an
-// Idempotency-Key runs once. Its answer is kept with the key, in the transaction of the change it
-// answers, and every repeat of the same request within 24 hours gets that answer again.
+// Idempotency-Key runs once. Its answer is kept with the key in the change's transaction, and every
+// repeat of the request within 24 hours (the interval in the statements below) gets it again.
 //
 // A write with a key first takes a transaction-level advisory lock on (company, key) without
 // waiting: a second request with the key while the first runs is 409 at once, never a second write.
@@ -23,7 +23,6 @@ import (
 // INSERT of the answer finds its row and this request is 409 too, writing nothing. The look-up goes
 // out with the write's first round trip (lookUpKey), all in store.writeOnce.
 
-// Keys are kept 24 hours (the interval in the statements below).
 const (
 	maxIdempotencyKeyLen  = 255
 	idempotencyExpiration = time.Hour // how often a server deletes the expired keys
@@ -106,11 +105,10 @@ var errReplay = errors.New("the idempotency key has an answer kept")
 // nothing, so that the client may correct it and send it again with the same key.
 func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyKey, do func(*tx) (answer, error)) (a answer, replayed bool, err error) {
 	var kept answer
-	err = s.write(ctx, func(tx *tx) error {
+	err = s.write(ctx, func(tx *tx) (err error) {
 		if ik != nil {
 			lookUpKey(tx, companyID, ik, &kept)
 		}
-		var err error
 		if a, err = do(tx); err == nil && ik != nil {
 			keepAnswer(tx, companyID, ik, a)
 		}
@@ -139,9 +137,8 @@ func lookUpKey(tx *tx, companyID int64, ik *idempotencyKey, kept *answer) {
 		FROM (SELECT) AS one LEFT JOIN idempotency_keys k
 			ON k.company_id = $1 AND k.key = $2 AND k.created_at > now() - interval '24 hours'`
 	tx.queueRow(q, []any{companyID, ik.key}, func(row pgx.Row) error {
-		var one int
 		var fingerprint []byte
-		if err := row.Scan(&one, &fingerprint, &kept.status, &kept.location, &kept.etag, &kept.body); err != nil {
+		if err := row.Scan(nil, &fingerprint, &kept.status, &kept.location, &kept.etag, &kept.body); err != nil {
 			return fmt.Errorf("look up idempotency key: %w", err)
 		}
 		switch {

@@ -23,7 +23,7 @@ import (
 )
 
 // API keys (API.md sections 2 and 13): random, shown once, stored only as a SHA-256 and a display
-// prefix; maybe scoped and expiring. No key makes or rolls a key with scopes it does not have.
+// prefix; maybe scoped and expiring. No key makes, rolls or revokes a key with scopes it does not have.
 
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
 // or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
@@ -70,8 +70,7 @@ func scopeError(scopes []string, scope string) *apiError {
 		Detail: fmt.Sprintf("This API key does not have the scope %s that this request needs.", scope)}
 }
 
-// grantable returns a 403 unless caller's scopes cover every scope of scopes: no key makes, rolls or
-// revokes a key with more than it has (a * key only a * key).
+// grantable returns a 403 unless caller's scopes cover every scope of scopes (a * key only a * key).
 func grantable(caller tenant, scopes []string) error {
 	for _, s := range scopes {
 		if aerr := scopeError(caller.scopes, s); aerr != nil {
@@ -136,7 +135,6 @@ var apiKeys = &resource{path: "/v1/apiKeys", lists: &listSpec{},
 // commaList is a list of strings a row holds as one comma-separated text (none has a comma).
 type commaList []string
 
-// Scan reads the list from that text.
 func (l *commaList) Scan(v any) error {
 	s, ok := v.(string)
 	if !ok {
@@ -401,9 +399,8 @@ func (s *store) activeKeyHashes(ctx context.Context, since time.Time) ([][]byte,
 	return out, nil
 }
 
-// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound. It keeps the key's
-// lastUsedAt to the minute: at most one lookup a keyCacheTTL per key and server, writing only when
-// the minute has moved on.
+// lookupAPIKey returns the tenant of the active key with this hash, or errNotFound, and keeps its
+// lastUsedAt to the minute: at most one lookup a keyCacheTTL per key and server, writing in a new minute.
 func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error) {
 	const q = `WITH k AS (
 			SELECT company_id, id, user_id, scopes, expires_at, last_used_at FROM api_keys

@@ -140,10 +140,7 @@ func eventFilterList(p *commaList) func(json.RawMessage) string {
 			return "must be an array of 1 to 32 event types"
 		}
 		for _, f := range fs {
-			family, isFamily := strings.CutSuffix(f, ".*")
-			if f != "*" && !slices.ContainsFunc(eventTypes, func(et string) bool {
-				return et == f || isFamily && strings.HasPrefix(et, family+".")
-			}) {
+			if f != "*" && len(typesNamed(f)) == 0 {
 				return fmt.Sprintf("names no event type (%q); the types are %s; contact.*, business.*, organization.* name their families and * all of them",
 					f, strings.Join(eventTypes, ", "))
 			}
@@ -273,8 +270,8 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 	})
 }
 
-// handleWebhookUpdate answers PATCH /v1/webhooks/{id} (updateWebhook). A missing endpoint is 404
-// before the body is checked; a new URL's host and, as at creation, the events are checked before the write.
+// handleWebhookUpdate answers PATCH /v1/webhooks/{id} (updateWebhook): 404, or the answer kept for its
+// key, before the body is checked; a new URL's host and the events, as at creation, before the write.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -282,7 +279,6 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		// 404 (or the answer kept for its key) before the body is checked; runWrite answers any error
 		if _, _, err := getObject[webhookEndpoint](r.Context(), st.read, webhooks, t.companyID, wr.id, nil); err != nil {
 			runWrite(w, r, st, log, wr, func(*tx) (answer, error) { return answer{}, err })
 			return
