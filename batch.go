@@ -316,7 +316,7 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 		// Values compare as m.given has them in every statement: the locks' keys (each taken in the
 		// order of its value, named after m.objects), the items' and the objects'.
 		btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
-			FROM (SELECT DISTINCT `+m.given+` AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys`, t.companyID, keys, m.objects)
+			FROM (SELECT DISTINCT `+m.given+` AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys, `+onCompanysWorker, t.companyID, keys, m.objects)
 		reads = []read{
 			rowsInto[T, P](&olds, res.selectSQL+` AND id IN (SELECT id FROM (`+m.objects+`) AS m
 				WHERE val IN (SELECT `+m.given+` FROM unnest($2::text[]) AS v)) ORDER BY id FOR UPDATE`, t.companyID, keys),

@@ -7,6 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// onCompanysWorker is the FROM item of a statement that takes advisory locks of the company $1. Its
+// count is of no use: on Citus it has the statement run on the company's worker, in the request's
+// distributed transaction. On the coordinator a lock's waiters that have sent nothing to a worker yet
+// all count as one transaction; Citus's deadlock detector then sees cycles that are not there and
+// cancels a request (citus issue 1803; TestCustomFieldLockWaitsOnCitus).
+const onCompanysWorker = `(SELECT count(*) FROM api_keys WHERE company_id = $1) AS on_companys_worker`
+
 // distribute ends migrate on a database with the citus extension (docs/scaling.md): every table with
 // a company_id column is distributed by it, all in one colocation group, so that each request goes to
 // the one worker of its company; every other table becomes a reference table. What is not of one

@@ -213,7 +213,7 @@ func createCustomField(ctx context.Context, tx *tx, t tenant, f customField) (cu
 }
 
 // lockCustomFields is the lock of a company's ($1) field creates and deletes: they take turns.
-const lockCustomFields = `SELECT pg_advisory_xact_lock(hashtextextended('custom_fields ' || $1::bigint, 0))`
+const lockCustomFields = `SELECT pg_advisory_xact_lock(hashtextextended('custom_fields ' || $1::bigint, 0)) FROM ` + onCompanysWorker
 
 // saveCustomKeys queues the rewrite of the company's rows of custom_field_keys (customColumns reads
 // them) from its live fields, after a field's create or delete, behind the company's other such writes.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -167,6 +168,46 @@ func TestCustomFieldKeysUnderConcurrentDefinitions(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("custom of a contact after concurrent field creates and deletes (-want +got):\n%s", diff)
+	}
+}
+
+// TestCustomFieldLockWaitsOnCitus: on Citus, field deletes (distributed transactions: each has
+// updated its field on a worker) and a create (which has sent nothing to a worker) wait in turn for
+// the company's field lock, held here, while Citus's deadlock detector runs at least twice (every
+// 2 s). Taken on the coordinator, the lock's queue made it see a cycle that is not there (citus
+// issue 1803) and cancel a delete: 500.
+func TestCustomFieldLockWaitsOnCitus(t *testing.T) {
+	needCitus(t)
+	c := newTestCompany(t)
+	first, second := defineField(t, c.key, `{"object": "contact", "key": "a", "label": "A", "type": "text"}`),
+		defineField(t, c.key, `{"object": "contact", "key": "b", "label": "B", "type": "text"}`)
+	holder, err := testEnv.st.db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.Exec(lockCustomFields, c.id); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, w := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"DELETE", itemPath("/v1/customFields", first), "", http.StatusNoContent},
+		{"POST", "/v1/customFields", `{"object": "contact", "key": "c", "label": "C", "type": "text"}`, http.StatusCreated},
+		{"DELETE", itemPath("/v1/customFields", second), "", http.StatusNoContent},
+	} {
+		wg.Go(func() { wantStatus(t, call(t, w.method, w.path, c.key, w.body), w.status) })
+		time.Sleep(500 * time.Millisecond) // it waits for the lock, behind the one before it
+	}
+	time.Sleep(4500 * time.Millisecond)
+	if err := holder.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := customOf(t, c.key, createPath(t, c.key, "/v1/contacts", `{"name": "Ada"}`)); got != `{"c":null}` {
+		t.Errorf("custom = %s; want only the new field c", got)
 	}
 }
 

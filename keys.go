@@ -183,7 +183,7 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 	// The company's new keys take turns, so that two at once cannot both pass the limit. A lock of the
 	// company's row, as createWebhook takes, deadlocks on Citus with the company's own creation, which
 	// makes its first key: companies is a reference table there.
-	tx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('api_keys ' || $1::bigint::text, 0))`, companyID)
+	tx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('api_keys ' || $1::bigint::text, 0)) FROM `+onCompanysWorker, companyID)
 	const q = `INSERT INTO api_keys (company_id, user_id, prefix, hash, name, scopes, expires_at)
 		SELECT $1, id, $3, $4, $5, $6, $7 FROM users WHERE company_id = $1 AND id = $2
 			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL

@@ -399,13 +399,17 @@ func TestKeysAreAtMost100ActivePerCompany(t *testing.T) {
 	}
 	// With room for one, a create waits for another's transaction, and then finds no room.
 	ctx := context.Background()
-	held, release, done := make(chan int, 1), make(chan struct{}), make(chan error, 1)
+	pidOf, blockedBy := `SELECT pg_backend_pid()`, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`
+	if testEnv.citus { // the lock is on the company's worker (onCompanysWorker)
+		pidOf, blockedBy = `SELECT citus_backend_gpid()`, `SELECT count(*) FROM citus_lock_waits WHERE blocking_gpid = $1`
+	}
+	held, release, done := make(chan int64, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
 		done <- testEnv.st.write(ctx, func(tx *tx) error {
 			_, _, err := insertAPIKey(ctx, tx, c.id, apiKey{Scopes: []string{"contacts:read"}, UserID: c.userID})
-			var pid int
+			var pid int64
 			if err == nil {
-				err = tx.queryRow(ctx, `SELECT pg_backend_pid()`, nil, &pid)
+				err = tx.queryRow(ctx, pidOf, nil, &pid)
 			}
 			held <- pid
 			<-release
@@ -429,7 +433,7 @@ func TestKeysAreAtMost100ActivePerCompany(t *testing.T) {
 		answered <- r
 	}()
 	var r *response
-	for r == nil && sqlID(t, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, pid) == 0 {
+	for r == nil && sqlID(t, blockedBy, pid) == 0 {
 		select {
 		case a := <-answered:
 			r = &a // made without waiting for the other
