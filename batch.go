@@ -268,10 +268,10 @@ func upsertMatchOf[T any](ctx context.Context, btx *tx, res *resource, m upsertM
 			it.key = cmp.Or(rows[0].text.String, rows[0].num.String)
 		}
 	}
-	mode := uniqueModes[fields[i].Type] // 1 text and email, 2 url, 3 number
-	cmpAs := [][2]string{1: {"lower(v)", "lower(text_value)"}, 2: {"v", "text_value"}, 3: {"trim_scale(v::numeric)", "num_value"}}[mode]
-	return upsertMatch{matchOn, cmpAs[0], fmt.Sprintf(`SELECT object_id AS id, %s AS val FROM custom_values
-		WHERE company_id = $1 AND field_id = %d AND unique_mode = %d`, cmpAs[1], fields[i].ID, mode)}, nil
+	mode := uniqueModes[fields[i].Type]
+	forms := uniqueForms[mode] // as every unique value compares (sameUnique)
+	return upsertMatch{matchOn, fmt.Sprintf(forms.given, "v"), fmt.Sprintf(`SELECT object_id AS id, %s AS val FROM custom_values
+		WHERE company_id = $1 AND field_id = %d AND unique_mode = %d`, forms.stored, fields[i].ID, mode)}, nil
 }
 
 // matchRow is an upsert's item: the first item that runs with its value (from 1), and the objects
@@ -291,66 +291,127 @@ func duplicateError(field string, first int) error {
 }
 
 // runBatch runs the items in btx, each through the resource's single write, and records how each
-// ended; errItemAborted when an item's statement aborted the transaction, another error as it is.
+// ended; errItemAborted when it took an item out, to run again without it; another error as it is.
+//
+// This is where the write contract (docs/architecture.md) holds a batch's items apart. A write
+// function fails before its first statement that changes data, so an item that failed leaves
+// nothing, and the others commit. Where the database refuses a write after it was sent (a unique
+// custom value a concurrent write took: errPartWritten; a statement that aborted the transaction),
+// the whole transaction is undone and the batch runs again without that item, whose failure is kept
+// as its pre. Not a SAVEPOINT per item: the items' statements interleave in each round trip
+// (pipeline), and a savepoint cannot undo one item's among them.
 func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op, matchOn string, items []*batchItem[T]) error {
 	m, err := upsertMatchOf(ctx, btx, res, bw.match, t.companyID, matchOn, items)
 	if err != nil {
 		return err
 	}
+	for _, it := range items {
+		it.err = it.pre
+		it.candidates = nil
+		it.status = ""
+	}
+	byID, err := lockItems[T, P](ctx, btx, res, t.companyID, op, m, items)
+	if err != nil {
+		return err
+	}
+	blamed := runItems[T, P](ctx, btx, res, bw, t, op, items, byID)
+	var undo error
+	for i, it := range items {
+		aborted := i == blamed && btx.c.PgConn().TxStatus() == 'E'
+		if it.pre == nil && (aborted || errors.Is(it.err, errPartWritten)) {
+			it.pre = it.err
+			undo = cmp.Or(undo, fmt.Errorf("%w %d: %w", errItemAborted, i, it.err))
+		}
+	}
+	if undo != nil {
+		return undo
+	}
+	for _, it := range items { // a failure before the transaction (pre) is a client's
+		if it.err != nil && clientError(it.err) == nil {
+			return it.err
+		}
+	}
+	return nil
+}
+
+// lockItems locks the objects the items of a batch of op are for, in id order, so that two batches
+// over the same objects wait for each other instead of deadlocking, and returns them by id. An
+// upsert's items are matched first (m): each item's id becomes its match's, or its err why none.
+// This round trip also sends BEGIN and an Idempotency-Key's look-up, whose errors are then the
+// batch's and not its first item's.
+func lockItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, companyID int64, op string, m upsertMatch, items []*batchItem[T]) (map[int64]*T, error) {
 	var ids []int64
 	var keys []string
 	var runs []int // the items that run, in order
 	for i, it := range items {
-		it.err, it.candidates, it.status = it.pre, nil, ""
 		if it.pre == nil {
-			ids, keys, runs = append(ids, it.id), append(keys, it.key), append(runs, i)
+			ids = append(ids, it.id)
+			keys = append(keys, it.key)
+			runs = append(runs, i)
 		}
 	}
-	// The objects are locked first, in id order, so that two batches over the same objects wait for
-	// each other instead of deadlocking. This round trip also sends BEGIN and an Idempotency-Key's
-	// look-up, whose errors are then the batch's and not its first item's.
 	var olds []T
-	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, t.companyID, ids)}
+	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, companyID, ids)}
 	var matches []matchRow // upsert: one for each item that runs
 	if op == "upsert" {
-		// Values compare as m.given has them in every statement: the locks' keys (each taken in the
-		// order of its value, named after m.objects), the items' and the objects'.
-		btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
-			FROM (SELECT DISTINCT `+m.given+` AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys, `+onCompanysWorker, t.companyID, keys, m.objects)
-		reads = []read{
-			rowsInto[T, P](&olds, res.selectSQL+` AND id IN (SELECT id FROM (`+m.objects+`) AS m
-				WHERE val IN (SELECT `+m.given+` FROM unnest($2::text[]) AS v)) ORDER BY id FOR UPDATE`, t.companyID, keys),
-			rowsInto[matchRow](&matches, `SELECT min(i) OVER (PARTITION BY `+m.given+`), coalesce(min(m.id), 0),
-				array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL) FROM unnest($2::text[]) WITH ORDINALITY AS u (v, i)
-				LEFT JOIN (`+m.objects+`) AS m ON m.val = `+m.given+` GROUP BY i, v ORDER BY i`, t.companyID, keys),
-		}
+		reads = upsertReads[T, P](btx, res, m, companyID, keys, &olds, &matches)
 	}
 	if err := btx.read(ctx, reads...); err != nil {
-		return err
+		return nil, err
 	}
 	byID := map[int64]*T{}
 	for i := range olds {
 		byID[P(&olds[i]).key()] = &olds[i]
 	}
 	for j, mr := range matches {
-		switch it := items[runs[j]]; {
-		case mr.first != int64(j+1):
-			it.err = duplicateError(m.field, runs[mr.first-1])
-		case len(mr.ids) > 1:
-			for _, id := range mr.ids {
-				if o, ok := byID[id]; ok { // the id as the object has it
-					it.candidates = append(it.candidates, objectMembers(P(o).appendJSON(nil))[0].raw)
-				}
-			}
-			it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
-				Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(mr.ids), m.field),
-				Errors: []fieldError{{Field: m.field, Message: "matches more than one object"}}}
-		default:
-			it.id = mr.id
-		}
+		matchItem[T, P](items[runs[j]], m, mr, j, runs, byID)
 	}
-	// Each item runs in a goroutine of its own, on a tx of its own that shares the connection: the
-	// items' statements go out together, one round trip for each step of the writes.
+	return byID, nil
+}
+
+// upsertReads queues the locks of an upsert's match values keys, and returns the reads that lock the
+// objects that hold them (into olds) and match each item (into matches). Values compare as m.given
+// has them in every statement: the locks' keys (each taken in the order of its value, named after
+// m.objects), the items' and the objects'.
+func upsertReads[T any, P writable[T]](btx *tx, res *resource, m upsertMatch, companyID int64, keys []string, olds *[]T, matches *[]matchRow) []read {
+	btx.queue(`SELECT pg_advisory_xact_lock(hashtextextended('upsert ' || $1::bigint || ' ' || $3 || ' ' || k, 0))
+		FROM (SELECT DISTINCT `+m.given+` AS k FROM unnest($2::text[]) AS v ORDER BY 1) AS keys, `+onCompanysWorker, companyID, keys, m.objects)
+	return []read{
+		rowsInto[T, P](olds, res.selectSQL+` AND id IN (SELECT id FROM (`+m.objects+`) AS m
+			WHERE val IN (SELECT `+m.given+` FROM unnest($2::text[]) AS v)) ORDER BY id FOR UPDATE`, companyID, keys),
+		rowsInto[matchRow](matches, `SELECT min(i) OVER (PARTITION BY `+m.given+`), coalesce(min(m.id), 0),
+			array_agg(m.id ORDER BY m.id) FILTER (WHERE m.id IS NOT NULL) FROM unnest($2::text[]) WITH ORDINALITY AS u (v, i)
+			LEFT JOIN (`+m.objects+`) AS m ON m.val = `+m.given+` GROUP BY i, v ORDER BY i`, companyID, keys),
+	}
+}
+
+// matchItem sets it, the item of run j (runs: the items' indexes by run), to the object of its match
+// mr, or its err: its value is an earlier item's (duplicate_in_request), or more objects hold it
+// (ambiguous_match, with them as its candidates, of byID).
+func matchItem[T any, P writable[T]](it *batchItem[T], m upsertMatch, mr matchRow, j int, runs []int, byID map[int64]*T) {
+	switch {
+	case mr.first != int64(j+1):
+		it.err = duplicateError(m.field, runs[mr.first-1])
+	case len(mr.ids) > 1:
+		for _, id := range mr.ids {
+			if o, ok := byID[id]; ok { // the id as the object has it
+				it.candidates = append(it.candidates, objectMembers(P(o).appendJSON(nil))[0].raw)
+			}
+		}
+		it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
+			Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(mr.ids), m.field),
+			Errors: []fieldError{{Field: m.field, Message: "matches more than one object"}}}
+	default:
+		it.id = mr.id
+	}
+}
+
+// runItems runs each item that has not failed through its write (runItem), in a goroutine of its
+// own, on a tx of its own that shares btx's connection: the items' statements go out together, one
+// round trip for each step of the writes (pipeline). What the items that succeeded queued last
+// (events, DELETEs) goes out with btx's next round trip, COMMIT. It returns the item whose statement
+// failed a round trip first.
+func runItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T], byID map[int64]*T) int {
 	p := &pipeline{c: btx.c, running: len(items), waiting: map[*tx]chan<- error{}, pending: map[*tx][]*pgx.QueuedQuery{}}
 	for range items {
 		p.txs = append(p.txs, &tx{c: btx.c, pipe: p})
@@ -372,21 +433,12 @@ func runBatch[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 		})
 	}
 	wg.Wait()
-	for i, itx := range p.txs { // what the items queued last (events, DELETEs) goes out with COMMIT
+	for i, itx := range p.txs {
 		if items[i].err == nil {
 			btx.queued.QueuedQueries = append(btx.queued.QueuedQueries, itx.queued.QueuedQueries...)
 		}
 	}
-	if blamed := items[p.blamed]; btx.c.PgConn().TxStatus() == 'E' {
-		blamed.pre = blamed.err
-		return fmt.Errorf("%w %d: %w", errItemAborted, p.blamed, blamed.err)
-	}
-	for _, it := range items { // a failure before the transaction (pre) is a client's
-		if it.err != nil && clientError(it.err) == nil {
-			return it.err
-		}
-	}
-	return nil
+	return p.blamed
 }
 
 // runItem runs one item through the resource's single write in tx, and sets its status and object;

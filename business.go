@@ -238,15 +238,18 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 			return b, err
 		}
 	}
-	const q = `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
+	q := `UPDATE business SET title = $3, value = $4::numeric, deadline = $5, private = $6,
 		position = $7, date_won = $8, reason_lost = $9, status_id = $10, organization_id = $11,
-		currency_id = $12, user_owner_id = $13, board_id = $14, stage_id = $15, custom = coalesce($16::json, custom), version = version + 1,
-		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		currency_id = $12, user_owner_id = $13, board_id = $14, stage_id = $15, custom = coalesce($16::json, custom),
+		` + bumpVersion + `
 		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
 	err = tx.queryRow(ctx, q, append([]any{t.companyID, id}, b.writableValues()...), &b.UpdatedAt, &b.Version)
 	if err != nil {
 		return b, fmt.Errorf("update business %d: %w", id, mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, id, &b.Custom); err != nil {
+		return b, err
 	}
 	recordEvent(ctx, tx, t.companyID, "business.updated", b.appendJSON(nil), old.appendJSON(nil))
 	return b, nil

@@ -214,16 +214,18 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 			return c, err
 		}
 	}
-	const q = `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
+	q := `UPDATE contacts SET name = $3, surname = $4, dni = $5, job_title = $6, email = $7,
 		secondary_email = $8, phone = $9, mobile_phone = $10, url_avatar = $11, address = $12, city = $13,
 		with_sales = $14, country_id = $15, classification = $16, stage_id = $17, organization_id = $18,
-		assigned_to_id = $19, custom = coalesce($20::json, custom), version = version + 1,
-		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		assigned_to_id = $19, custom = coalesce($20::json, custom), ` + bumpVersion + `
 		WHERE company_id = $1 AND id = $2
 		RETURNING updated_at, version`
 	err = tx.queryRow(ctx, q, append([]any{t.companyID, id}, c.writableValues()...), &c.UpdatedAt, &c.Version)
 	if err != nil {
 		return c, fmt.Errorf("update contact %d: %w", id, mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, id, &c.Custom); err != nil {
+		return c, err
 	}
 	recordEvent(ctx, tx, t.companyID, "contact.updated", c.appendJSON(nil), old.appendJSON(nil))
 	return c, nil

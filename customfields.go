@@ -269,8 +269,7 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 			return f, err
 		}
 	}
-	const q = `UPDATE custom_fields SET label = $3, options = $4, required = $5, is_unique = $6,
-		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+	q := `UPDATE custom_fields SET label = $3, options = $4, required = $5, is_unique = $6, ` + touched + `
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
 	return f, tx.queryRow(ctx, q, append(args, f.Label, f.Options, f.Required, f.Unique), &f.UpdatedAt)
 }

@@ -62,7 +62,16 @@ type customRow struct {
 	time    pgtype.Timestamptz
 	unique  int16
 	folded  bool  // text and email: in custom_values_folded, for their case-insensitive filters
+	user    bool  // a user's id, in num
 	n       int16 // of a multiSelect's values
+}
+
+// value is the row's value as a text: a number's (num) or another's (text).
+func (r *customRow) value() pgtype.Text {
+	if r.num.Valid {
+		return r.num
+	}
+	return r.text
 }
 
 // customColumns is the SQL of the two columns custom is read from in table: the company's live fields
@@ -203,13 +212,14 @@ func queueCustomFields(tx *tx, companyID int64, object string, members []member,
 
 // checkCustom checks the custom values a body set (cv.w.sent) on an object of kind object against the
 // fields queueCustomFields read (read; nil: it reads them now), and makes cv's JSON, column and rows.
+// It writes nothing: the write stores the column with its own statement, then the rows (saveCustom),
+// so an error of checkCustom leaves the transaction as it found it.
 // It checks the fields the write sets and, on a create, the required ones (each error named
-// custom.<key>). The others (cv.defs) are null on a create, and on an update keep their values,
-// checked when they were written. An update also writes the rows of the values it changes
-// (saveCustom): a value sent again as it is stored keeps its rows, as an integration that sends the
-// whole object back would otherwise rewrite every index entry of its values. Reading and
-// checking only those pays, in server CPU a write that sets 2 fields of 52 (a million contacts, wrk
-// -c32, paired rounds): a PATCH 544-600 us, 588-631 reading all 52; a POST 422-490, 470-597.
+// custom.<key>): their values, the users those name, and that no other object holds a unique one.
+// The others (cv.defs) are null on a create, and on an update keep their values, checked when they
+// were written. Reading and checking only those pays, in server CPU a write that sets 2 fields of 52
+// (a million contacts, wrk -c32, paired rounds): a PATCH 544-600 us, 588-631 reading all 52; a POST
+// 422-490, 470-597.
 func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, objectID int64, cv *customValues, read *[]customField) error {
 	if cv.w == nil && objectID != 0 {
 		return nil // an update whose patch sets no custom value
@@ -221,82 +231,151 @@ func checkCustom(ctx context.Context, tx *tx, companyID int64, object string, ob
 			return err
 		}
 	}
-	fields, checked := *read, map[string]*customField{}
-	for i := range fields {
-		checked[fields[i].Key] = &fields[i]
-	}
-	members, found := objectMembers(cv.json), []string{} // found: the checked keys the object has
-	var errs, valueErrs fieldErrors
-	out, stored := []member{}, []member{}
-	var userFields, users []int64 // the fields of type user the write sets, and their values
 	cv.w = &customWrite{sent: body.sent, keys: map[int64]string{}, update: objectID != 0}
-	for def := range strings.SplitSeq(string(cv.defs), ",") { // the object's live fields, "id:key" by id
-		id, key, ok := strings.Cut(def, ":")
-		if !ok {
-			continue // no fields: defs is empty
-		}
-		f, value, rows, msg := checked[key], memberRaw(members, key), []customRow(nil), "" // value nil: unset
-		if f != nil {
-			found = append(found, key)
-			if value, rows, msg = f.checkValue(value); msg == "" && f.Required && isNull(value) {
-				msg = "is required"
-			}
-		}
-		if msg != "" {
-			valueErrs = append(valueErrs, fieldError{Field: "custom." + key, Message: msg})
-			continue
-		}
-		if out = append(out, member{key, appendNull(value, value != nil)}); value != nil && !isNull(value) {
-			stored = append(stored, member{id, value})
-		}
-		if f != nil && (objectID == 0 || !bytes.Equal(value, memberRaw(body.old, key))) { // an unchanged value keeps its rows
-			cv.w.keys[f.ID] = key
-			cv.w.rows = append(cv.w.rows, rows...)
-			if cv.w.update && (len(rows) == 0 || f.Type == "multiSelect" || f.Unique) {
-				cv.w.drop = append(cv.w.drop, f.ID)
-			}
-			if f.Type == "user" && len(rows) > 0 {
-				n, _ := strconv.ParseInt(rows[0].num.String, 10, 64)
-				userFields, users = append(userFields, f.ID), append(users, n)
-			}
-		}
-	}
+	values, stored, found, valueErrs := cv.checkValues(*read, body.old)
+	var errs fieldErrors
 	for _, key := range body.sent {
 		if !slices.Contains(found, key) {
 			errs = append(errs, fieldError{Field: "custom." + key, Message: "is not a custom field of " + object + " objects"})
 		}
 	}
 	errs = append(errs, valueErrs...)
-	if errs == nil && len(users) > 0 {
-		var missing []fieldID
-		const q = `SELECT f FROM unnest($2::bigint[], $3::bigint[]) AS v (f, u) WHERE NOT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = v.u)`
-		if err := tx.read(ctx, rowsInto[fieldID](&missing, q, companyID, userFields, users)); err != nil {
-			return err
+	if errs != nil {
+		return errs
+	}
+	if err := checkCustomRows(ctx, tx, companyID, objectID, cv.w); err != nil {
+		return err
+	}
+	cv.json = appendMembers(nil, values)
+	cv.w.stored = pgtype.Text{String: string(appendMembers(nil, stored)), Valid: true}
+	return nil
+}
+
+// checkValues checks the values of cv.json for each of the object's live fields (cv.defs, "id:key"
+// by id) that fields defines: those the write sets, and a create's required ones. It returns custom's
+// members as the API writes them, the values by field id for the object's custom column, the keys
+// it checked, and what is wrong with the values. The rows of the values the write changes go into
+// cv.w (customWrite.add): an update's value sent again as it is stored (old: the values its keys
+// held) keeps its rows, as an integration that sends the whole object back would otherwise rewrite
+// every index entry of its values.
+func (cv *customValues) checkValues(fields []customField, old []member) (values, stored []member, found []string, errs fieldErrors) {
+	byKey := map[string]*customField{}
+	for i := range fields {
+		byKey[fields[i].Key] = &fields[i]
+	}
+	members := objectMembers(cv.json)
+	values = []member{}
+	for def := range strings.SplitSeq(string(cv.defs), ",") {
+		id, key, ok := strings.Cut(def, ":")
+		if !ok {
+			continue // no fields: defs is empty
 		}
-		for _, f := range missing {
-			errs = append(errs, fieldError{Field: "custom." + cv.w.keys[int64(f)], Message: "is not a user of the company"})
+		value := memberRaw(members, key) // nil: unset
+		if f := byKey[key]; f != nil {
+			found = append(found, key)
+			var rows []customRow
+			var msg string
+			value, rows, msg = f.checkValue(value)
+			if msg == "" && f.Required && isNull(value) {
+				msg = "is required"
+			}
+			if msg != "" {
+				errs = append(errs, fieldError{Field: "custom." + key, Message: msg})
+				continue
+			}
+			if !cv.w.update || !bytes.Equal(value, memberRaw(old, key)) {
+				cv.w.add(f, rows)
+			}
 		}
+		values = append(values, member{key, appendNull(value, value != nil)})
+		if value != nil && !isNull(value) {
+			stored = append(stored, member{id, value})
+		}
+	}
+	return values, stored, found, errs
+}
+
+// add records that the write replaces field f's rows of custom_values with rows.
+func (w *customWrite) add(f *customField, rows []customRow) {
+	w.keys[f.ID] = f.Key
+	w.rows = append(w.rows, rows...)
+	if w.update && (len(rows) == 0 || f.Type == "multiSelect" || f.Unique) {
+		w.drop = append(w.drop, f.ID)
+	}
+}
+
+// checkCustomRows checks, in one round trip, what only the database knows of the rows w of a write
+// of the company's object objectID (0: a new one): that a user value is a user of the company, and
+// that no other object holds a unique value. A concurrent write may still take a unique value after
+// this look and before the write stores it: saveCustom finds that.
+func checkCustomRows(ctx context.Context, tx *tx, companyID, objectID int64, w *customWrite) error {
+	var reads []read
+	var errs fieldErrors
+	for _, r := range w.rows {
+		field := "custom." + w.keys[r.fieldID]
+		switch {
+		case r.user:
+			q := `SELECT FROM users WHERE company_id = $1 AND id = $2::bigint`
+			reads = append(reads, read{q, []any{companyID, r.num}, func(rs rows) error {
+				if !rs.Next() {
+					errs = append(errs, fieldError{Field: field, Message: "is not a user of the company"})
+				}
+				return rs.Err()
+			}})
+		case r.unique != 0:
+			q := `SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id <> $3
+				AND ` + sameUnique(r.unique, "$4") + ` LIMIT 1`
+			reads = append(reads, read{q, []any{companyID, r.fieldID, objectID, r.value()}, func(rs rows) error {
+				var holder int64
+				if rs.Next() && rs.Scan(&holder) == nil {
+					errs = append(errs, fieldError{Field: field, Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
+				}
+				return rs.Err()
+			}})
+		}
+	}
+	if reads == nil {
+		return nil
+	}
+	if err := tx.read(ctx, reads...); err != nil {
+		return err
 	}
 	if errs != nil {
 		return errs
 	}
-	cv.json = appendMembers(nil, out)
-	cv.w.stored = pgtype.Text{String: string(appendMembers(nil, stored)), Valid: true}
-	if objectID != 0 {
-		return saveCustom(ctx, tx, companyID, objectID, cv)
-	}
 	return nil
 }
 
-// saveCustom writes the custom_values rows of the fields a write set on the company's object id, in
-// tx. An update's row overwrites its field's old one in place (ON CONFLICT DO UPDATE; the bench's PATCH
-// in pgbench: 227 us of statement time against 316 for a DELETE and an INSERT). Old rows go first
-// (cv.w.drop) where new ones may not overwrite them: a value cleared, a multiSelect's (it may hold
-// fewer), a unique one; and then all of them, as the ON CONFLICT DO NOTHING that finds a unique value's
-// holder would keep them. That holder is a fieldError: DO NOTHING waits for a concurrent writer's
-// transaction, and the loser finds the winner committed. Round trips: the DELETE goes with the INSERT,
-// which waits only when a value is unique.
+// uniqueForms are the SQL of a value's form as a unique field compares it, by unique mode
+// (uniqueModes): given, of a text %s; stored, of a row of custom_values. Two values are the same when
+// their forms are equal; each mode's unique index (schema/0012) holds the stored form.
+var uniqueForms = [...]struct{ given, stored string }{
+	1: {"lower(%s)", "lower(text_value)"},
+	2: {"%s", "text_value"},
+	3: {"trim_scale(%s::numeric)", "num_value"},
+}
+
+// sameUnique is the SQL condition that a row of custom_values holds v (the SQL of a text), a value
+// of a field of unique mode mode: the one comparison of unique values, which takes the mode's index.
+func sameUnique(mode int16, v string) string {
+	f := uniqueForms[mode]
+	return fmt.Sprintf("unique_mode = %d AND %s = "+f.given, mode, f.stored, v)
+}
+
+// saveCustom writes the rows of custom_values that checkCustom made for the company's object id, in
+// tx: the last statements of a write but its event, after the object's own. An update's row
+// overwrites its field's old one in place (ON CONFLICT DO UPDATE; the bench's PATCH in pgbench: 227
+// us of statement time against 316 for a DELETE and an INSERT). Old rows go first (cv.w.drop) where
+// new ones may not overwrite them: a value cleared, a multiSelect's (it may hold fewer), a unique
+// one; and then all of them, as the ON CONFLICT DO NOTHING that finds a unique value taken would keep
+// them. A value taken since checkCustom looked (DO NOTHING waits for a concurrent writer's
+// transaction, and the loser finds the winner committed; or an earlier item of the same batch) is a
+// fieldError wrapped in errPartWritten: the write has written, and only its transaction's end undoes
+// it. Round trips: the DELETE goes with the INSERT, which waits only when a value is unique.
 func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *customValues) error {
+	if cv.w == nil || len(cv.w.keys) == 0 {
+		return nil // no custom value set, or none changed
+	}
 	unique := slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 })
 	if drop := cv.w.drop; len(drop) > 0 {
 		if unique {
@@ -332,19 +411,12 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 	}
 	var errs fieldErrors
 	for _, r := range cv.w.rows {
-		if r.unique == 0 || slices.Contains(inserted, fieldID(r.fieldID)) {
-			continue
+		if r.unique != 0 && !slices.Contains(inserted, fieldID(r.fieldID)) {
+			errs = append(errs, fieldError{Field: "custom." + cv.w.keys[r.fieldID], Message: "must be unique; another write took this value at the same time"})
 		}
-		var holder int64
-		const q = `SELECT min(object_id) FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id <> $3
-			AND CASE unique_mode WHEN 1 THEN lower(text_value) = lower($4) WHEN 2 THEN text_value = $4 ELSE num_value = $5::numeric END`
-		if err := tx.queryRow(ctx, q, []any{companyID, r.fieldID, objectID, r.text, r.num}, &holder); err != nil {
-			return err
-		}
-		errs = append(errs, fieldError{Field: "custom." + cv.w.keys[r.fieldID], Message: fmt.Sprintf("must be unique; object %d holds this value", holder)})
 	}
 	if errs != nil {
-		return errs
+		return fmt.Errorf("%w: %w", errPartWritten, errs)
 	}
 	return nil
 }
@@ -355,7 +427,10 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 	if raw == nil || isNull(raw) {
 		return json.RawMessage("null"), nil, ""
 	}
-	row := customRow{fieldID: f.ID, unique: map[bool]int16{true: uniqueModes[f.Type]}[f.Unique], folded: f.Type == "text" || f.Type == "email"}
+	row := customRow{fieldID: f.ID, user: f.Type == "user", folded: f.Type == "text" || f.Type == "email"}
+	if f.Unique {
+		row.unique = uniqueModes[f.Type]
+	}
 	var msg string
 	var user pgtype.Int8
 	switch f.Type { // the rules of the built-in fields, where one fits

@@ -327,6 +327,13 @@ type patch struct {
 // checked once, against the row as it stays, and nothing is retried. A version check in the UPDATE
 // would leave the losers of a race to start again; with the row lock they wait their turn instead.
 
+// touched is the SET clause of every change of a row with an updated_at: it moves on to now, and
+// by a millisecond at least, so that the row's place in a list sorted by updatedAt moves too.
+const touched = `updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))`
+
+// bumpVersion is touched for a row with a version, the ETag, which moves on by one.
+const bumpVersion = `version = version + 1, ` + touched
+
 // lockObject reads the company's object id of res in tx, locking its row for the rest of the write,
 // and applies p onto a copy, v (a delete's p has no members). It returns notFound's error when there
 // is none, errPreconditionFailed when p's versions (If-Match) do not admit its version, and the
@@ -350,24 +357,43 @@ func lockObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource
 	return old, v, !bytes.Equal(P(&v).appendJSON(nil), P(&old).appendJSON(nil)), nil
 }
 
-// deleteObject deletes the company's object id of res in tx, honouring If-Match (versions), and
-// records it as it was in its event when the resource has events: the delete of every resource.
-// Round trips: the lock (with BEGIN); the DELETE and the event go with COMMIT.
+// deleteObject deletes the company's object id of res in tx, honouring If-Match (versions): the
+// delete of a DELETE and of a batch's item. 409 <event>_in_use when other objects reference it.
+// Round trips: the lock (with BEGIN), the check of references when the resource has them; the
+// DELETE and the event go with COMMIT.
 func deleteObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, companyID, id int64, versions []int64) error {
 	v, _, _, err := lockObject[T, P](ctx, tx, res, companyID, id, patch{versions: versions})
-	if used := false; err == nil && res.inUse != "" { // the row lock keeps new references out until COMMIT
-		if err = tx.queryRow(ctx, res.inUse, []any{companyID, id}, &used); err == nil && used {
-			err = &apiError{Status: http.StatusConflict, Code: res.event + "_in_use", Detail: "Other objects still reference this " + res.event + "; point them elsewhere or delete them first."}
-		}
-	}
 	if err != nil {
 		return err
 	}
-	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = $2`, companyID, id)
-	if res.event != "" {
-		recordEvent(ctx, tx, companyID, res.event+".deleted", P(&v).appendJSON(nil), nil)
+	if res.inUse != "" { // the row lock keeps new references out until COMMIT
+		used := false
+		if err := tx.queryRow(ctx, res.inUse, []any{companyID, id}, &used); err != nil {
+			return err
+		}
+		if used {
+			return &apiError{Status: http.StatusConflict, Code: res.event + "_in_use",
+				Detail: "Other objects still reference this " + res.event + "; point them elsewhere or delete them first."}
+		}
 	}
+	deleteLocked[T, P](ctx, tx, res, companyID, []T{v}, nil)
 	return nil
+}
+
+// deleteLocked queues the DELETE of objs, objects of res whose rows the write has locked, and when
+// the resource has events, an <event>.deleted of each with the object as it was and previous (nil:
+// none): the one way every write (DELETE, batch/delete, merge) deletes objects.
+func deleteLocked[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID int64, objs []T, previous []byte) {
+	ids := make([]int64, len(objs))
+	var evs []eventRow
+	for i := range objs {
+		ids[i] = P(&objs[i]).key()
+		if res.event != "" {
+			evs = append(evs, eventRow{res.event + ".deleted", P(&objs[i]).appendJSON(nil), previous})
+		}
+	}
+	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
+	recordEvents(ctx, tx, companyID, evs)
 }
 
 // objectAnswer is the answer of a write that returns v: v with its expansions, read in the write's

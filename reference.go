@@ -191,11 +191,13 @@ func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch
 	if err := checkCustom(ctx, tx, t.companyID, "organization", id, &o.Custom, fields); err != nil {
 		return o, err
 	}
-	const q = `UPDATE organizations SET name = $3, custom = coalesce($4::json, custom),
-		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+	q := `UPDATE organizations SET name = $3, custom = coalesce($4::json, custom), ` + touched + `
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
 	if err := tx.queryRow(ctx, q, []any{t.companyID, id, o.Name, o.Custom.stored()}, &o.UpdatedAt); err != nil {
 		return o, fmt.Errorf("update organization %d: %w", id, mapWriteError(err))
+	}
+	if err := saveCustom(ctx, tx, t.companyID, id, &o.Custom); err != nil {
+		return o, err
 	}
 	recordEvent(ctx, tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))
 	return o, nil

@@ -183,6 +183,14 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 	return t.read(ctx)
 }
 
+// errPartWritten marks the error of a write function that failed after a statement of its own had
+// changed data: a check only the database can make, at the write itself (a unique custom value a
+// concurrent write took, saveCustom). Every other error of a write function comes before its first
+// such statement and leaves nothing of it (docs/architecture.md, "The write contract"). The caller
+// undoes this one with the transaction: a single write rolls back, a batch runs again without the
+// item (runBatch).
+var errPartWritten = errors.New("failed after writing")
+
 // errCommit marks the error of the round trip that commits a write (COMMIT's, or a statement queued last).
 var errCommit = errors.New("commit")
 
