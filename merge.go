@@ -97,8 +97,10 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 		return answer{}, err
 	}
 	encoded := map[int64][]byte{}
+	byID := map[int64]T{}
 	for i := range objs {
 		encoded[P(&objs[i]).key()] = P(&objs[i]).appendJSON(nil)
+		byID[P(&objs[i]).key()] = objs[i]
 	}
 	sv := slices.IndexFunc(objs, func(o T) bool { return P(&o).key() == wr.id })
 	switch {
@@ -113,8 +115,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	losers := make([][]member, len(ids))
 	var errs fieldErrors
 	var idsAsWritten []json.RawMessage
-	evs := make([]eventRow, len(ids))
-	mergedInto := appendMembers(nil, []member{{"mergedInto", memberRaw(survivor, "id")}})
+	var merged []T // in the order of mergeIds, as their events go
 	for i, id := range ids {
 		if encoded[id] == nil {
 			errs = append(errs, fieldError{Field: fmt.Sprintf("mergeIds[%d]", i), Message: "is not a " + res.event + " of the company"})
@@ -122,7 +123,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 		}
 		losers[i] = objectMembers(encoded[id])
 		idsAsWritten = append(idsAsWritten, memberRaw(losers[i], "id"))
-		evs[i] = eventRow{res.event + ".deleted", encoded[id], mergedInto}
+		merged = append(merged, byID[id])
 	}
 	if errs != nil {
 		return answer{}, errs
@@ -144,8 +145,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	}
 	// The DELETE goes before the survivor's update: with the merged objects go their custom values
 	// (schema/0012_custom_fields.sql's trigger), so that a unique value moves without a conflict.
-	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = ANY($2)`, t.companyID, ids)
-	recordEvents(ctx, tx, t.companyID, evs)
+	deleteLocked[T, P](ctx, tx, res, t.companyID, merged, appendMembers(nil, []member{{"mergedInto", memberRaw(survivor, "id")}}))
 	tx.queue(`UPDATE merged_objects SET merged_into = $4 WHERE company_id = $1 AND tbl = $2 AND merged_into = ANY($3)`,
 		t.companyID, res.table, ids, wr.id) // merged into a merged object: lead to the survivor
 	tx.queue(`INSERT INTO merged_objects (company_id, tbl, id, merged_into) SELECT $1, $2, unnest($3::bigint[]), $4`,
@@ -232,16 +232,15 @@ func repoint[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, c
 	for i := range old {
 		ids[i] = P(&old[i]).key()
 	}
-	tx.queue(`UPDATE `+res.table+` SET organization_id = $3, version = version + 1,
-		updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+	tx.queue(`UPDATE `+res.table+` SET organization_id = $3, `+bumpVersion+`
 		WHERE company_id = $1 AND id = ANY($2)`, companyID, ids, to)
 	if err := tx.read(ctx, rowsInto[T, P](&now, res.selectSQL+` AND id = ANY($2) ORDER BY id`, companyID, ids)); err != nil {
 		return 0, err
 	}
 	evs := make([]eventRow, len(now))
-	for i := range now { // previousAttributes, without decoding the objects
-		was, _ := P(&old[i]).relatedID("organization")
-		evs[i] = eventRow{res.event + ".updated", P(&now[i]).appendJSON(nil), fmt.Appendf(nil, `{"organizationId":%d}`, was)}
+	for i := range now { // as a PATCH of organizationId writes it (updateContact, updateBusiness)
+		v := P(&now[i]).appendJSON(nil)
+		evs[i] = eventRow{res.event + ".updated", v, previousAttributes(P(&old[i]).appendJSON(nil), v)}
 	}
 	recordEvents(ctx, tx, companyID, evs)
 	return len(now), nil
