@@ -239,15 +239,6 @@ func readItemID(raw json.RawMessage) int64 {
 	return 0
 }
 
-// memberRaw returns the value of the member named name, or nil.
-func memberRaw(members []member, name string) json.RawMessage {
-	i := slices.IndexFunc(members, func(m member) bool { return m.name == name })
-	if i < 0 {
-		return nil
-	}
-	return members[i].raw
-}
-
 // upsertMatchOf is the match on matchOn: m, the built-in field's, or a unique custom field's, compared
 // as its unique index has them (saveCustom); each item's key becomes its value as stored, or its pre
 // what is wrong with it.
@@ -463,67 +454,6 @@ func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, b
 		}
 	}
 	return err
-}
-
-// pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own over
-// the batch's connection: when every item still running waits, their statements go out together,
-// in item order. A create of 100 items is then 2 round trips where one after the other it was 200.
-type pipeline struct {
-	c       *pgx.Conn
-	txs     []*tx // each item's
-	mu      sync.Mutex
-	running int                  // items neither done nor waiting
-	waiting map[*tx]chan<- error // the items waiting, each for the round trip of its statements
-	pending map[*tx][]*pgx.QueuedQuery
-	blamed  int // the item whose statement failed a round trip first
-}
-
-// send is tx.read's round trip: over the connection, or for an item through its pipeline.
-func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
-	if t.pipe == nil {
-		return t.c.SendBatch(ctx, b).Close()
-	}
-	p, done := t.pipe, make(chan error, 1)
-	p.mu.Lock()
-	p.waiting[t], p.pending[t] = done, b.QueuedQueries
-	p.mu.Unlock()
-	p.stopped(ctx) // till then t counts as running: no round trip goes out without its statements
-	return <-done
-}
-
-// stopped records that an item stopped running: it waits (send), or it is done. When none runs, it
-// sends the waiting items' statements in item order as one round trip, and wakes them with its
-// error; the first item whose statement failed is blamed.
-func (p *pipeline) stopped(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.running--; p.running > 0 || len(p.waiting) == 0 {
-		return
-	}
-	var b pgx.Batch
-	for i, t := range p.txs {
-		for _, qq := range p.pending[t] {
-			fn := qq.Fn
-			if fn == nil {
-				fn = func(br pgx.BatchResults) error { _, err := br.Exec(); return err }
-			}
-			qq.Fn = func(br pgx.BatchResults) error {
-				err := fn(br)
-				if err != nil {
-					p.blamed = i
-				}
-				return err
-			}
-			b.QueuedQueries = append(b.QueuedQueries, qq)
-		}
-	}
-	err := p.c.SendBatch(ctx, &b).Close()
-	for _, done := range p.waiting {
-		done <- err
-	}
-	p.running += len(p.waiting)
-	clear(p.waiting)
-	clear(p.pending)
 }
 
 // batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (its

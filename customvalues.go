@@ -140,18 +140,6 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 	return ""
 }
 
-// appendMembers appends members as a JSON object.
-func appendMembers(b []byte, members []member) []byte {
-	b = append(b, '{')
-	for i, m := range members {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(appendString(b, m.name), ':'), m.raw...)
-	}
-	return append(b, '}')
-}
-
 // sortKey is the object's key in a list sorted by custom field (customSort names the sort).
 func (cv *customValues) sortKey(sort string) (string, bool) {
 	key, isTime := strings.CutPrefix(sort, "custom@")

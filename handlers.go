@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -230,7 +232,7 @@ func handleGet[T any, P object[T]](st *store, res *resource, log *slog.Logger) h
 		}
 		v, rel, err := c.get(r.Context(), st.read, t.companyID, id, exps)
 		if errors.Is(err, errNotFound) {
-			err = notFound(r.Context(), st.read, res, t.companyID, id) // merge.go
+			err = notFound(r.Context(), st.read, res, t.companyID, id)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
@@ -408,4 +410,24 @@ func objectAnswer[T any, P object[T]](ctx context.Context, tx *tx, t tenant, sta
 		a.etag = etag(version)
 	}
 	return a, nil
+}
+
+// notFound is the error of the company's object id of res that is not there: errNotFound, or if it
+// was merged, one that is errNotFound too but answers 404 "merged" naming mergedInto, the id to
+// follow. Round trips: one, for contacts and organizations.
+func notFound(ctx context.Context, rd reader, res *resource, companyID, id int64) error {
+	if res != contacts && res != organizations {
+		return errNotFound
+	}
+	var into []fieldID // an id read from a row
+	q := `SELECT merged_into FROM merged_objects WHERE company_id = $1 AND tbl = $2 AND id = $3`
+	if err := rd(ctx, rowsInto[fieldID](&into, q, companyID, res.table, id)); err != nil || into == nil {
+		return cmp.Or(err, errNotFound)
+	}
+	var v any = (*int64)(&into[0])
+	if res == contacts {
+		v = (*textID)(&into[0])
+	}
+	return fmt.Errorf("%w: %w", errNotFound, &apiError{Status: http.StatusNotFound, Code: "merged",
+		Detail: "This object was merged into another; mergedInto is its id.", More: appendObject(nil, "mergedInto", v)})
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,4 +217,25 @@ func acceptsGzip(header string) bool {
 		star = ok
 	}
 	return star
+}
+
+// memberRaw returns the value of the member named name, or nil.
+func memberRaw(members []member, name string) json.RawMessage {
+	i := slices.IndexFunc(members, func(m member) bool { return m.name == name })
+	if i < 0 {
+		return nil
+	}
+	return members[i].raw
+}
+
+// appendMembers appends members as a JSON object.
+func appendMembers(b []byte, members []member) []byte {
+	b = append(b, '{')
+	for i, m := range members {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(appendString(b, m.name), ':'), m.raw...)
+	}
+	return append(b, '}')
 }

@@ -342,7 +342,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 	mux.Handle("GET /v1/openapi.json", handleCustomOpenAPI(st, auth, log))
 	v1 := func(pattern, scope string, h http.Handler) {
-		for p, h := range routesOf(pattern, withScope(scope, h)) { // merge.go
+		for p, h := range routesOf(pattern, withScope(scope, h)) {
 			mux.Handle(p, h)
 		}
 	}
@@ -472,4 +472,23 @@ func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		return err
 	})
+}
+
+// routesOf returns the mux patterns of the route pattern with their handlers: the pattern, or for a
+// batch route (.../batch/{op}) one per op, {op} set as the mux would: the wildcard would overlap
+// .../{id}/merge, which Go's ServeMux refuses. (Business has no upsert: handleBatch answers 404.)
+func routesOf(pattern string, h http.Handler) map[string]http.Handler {
+	base, batch := strings.CutSuffix(pattern, "{op}")
+	if !batch {
+		return map[string]http.Handler{pattern: h}
+	}
+	routes := map[string]http.Handler{}
+	for _, op := range []string{"create", "update", "delete", "upsert"} {
+		routes[base+op] = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Pattern = pattern // one route, for the metrics and the log
+			r.SetPathValue("op", op)
+			h.ServeHTTP(w, r)
+		})
+	}
+	return routes
 }
