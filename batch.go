@@ -18,16 +18,18 @@ import (
 )
 
 // Batch writes and upsert (API.md section 15): 1 to 100 items in one transaction, each through its
-// single write's function (createContact, deleteObject, ...). An item that fails a check leaves the
-// transaction usable, so every failure is reported; one whose statement PostgreSQL refused (a race
-// the checks missed) aborts it, and the batch runs again without it, rather than pay a SAVEPOINT (a
-// subtransaction) per item. Upsert matches under transaction-scoped advisory locks on (company,
+// single write's function (createContact, deleteObject, ...). An item that fails a check has written
+// nothing and leaves the transaction usable, so every failure is reported; one that failed after it
+// wrote, or whose statement PostgreSQL refused, is taken out and the batch runs again without it
+// (runBatch says why there is no SAVEPOINT per item). Upsert matches under transaction-scoped advisory locks on (company,
 // resource or custom field, normalised value), taken in one statement in sorted order: concurrent
 // upserts of one new value, on any server, create one object.
 
-// Of a batch: the most items; how often it starts again without an item whose statement aborted
-// it; how many of a company's run at once (more wait their turn).
-const maxBatchItems, maxBatchAborts, batchesPerCompany = 100, 3, 2
+const (
+	maxBatchItems     = 100 // the most items of a batch
+	maxBatchAborts    = 3   // how often a batch runs again without items it took out (runBatch)
+	batchesPerCompany = 2   // how many of a company's batches run at once: more wait their turn
+)
 
 // batchWrites are a resource's single writes, which its batches run, and its upsert's default match.
 type batchWrites[T any] struct {
@@ -68,7 +70,8 @@ type batchItem[T any] struct {
 // without being kept for its Idempotency-Key: a corrected batch may be sent with the same one.
 var errBatchFailed = errors.New("batch failed")
 
-// errItemAborted wraps the failure of an item whose statement aborted the batch's transaction.
+// errItemAborted wraps the failure of an item that runBatch took out of the batch: it failed after it
+// wrote (errPartWritten), or its statement aborted the transaction.
 var errItemAborted = errors.New("aborted by batch item")
 
 // handleBatch answers POST /v1/{resource}/batch/{op}: 200 {"data": [...]} (207 when atomic is false
@@ -97,43 +100,76 @@ func handleBatch[T any, P writable[T]](st *store, res *resource, bw batchWrites[
 			writeError(w, r, log, errs)
 			return
 		}
-		for _, slot := range []chan struct{}{companySlots[t.companyID%int64(len(companySlots))], slots} {
-			select {
-			case slot <- struct{}{}:
-				defer func() { <-slot }()
-			case <-r.Context().Done():
-				writeError(w, r, log, r.Context().Err())
-				return
-			}
-		}
-		for aborts := 0; ; aborts++ {
-			var ans answer // also an atomic failure's, which errBatchFailed rolls back
-			a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
-				err := runBatch[T, P](r.Context(), tx, res, bw, t, op, matchOn, items)
-				if err == nil {
-					ans, err = batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
-				}
-				return ans, err
-			})
-			switch {
-			case errors.Is(err, errItemAborted) && aborts < maxBatchAborts && clientError(err) != nil:
-				continue // without that item: runBatch made its failure its pre
-			case errors.Is(err, errBatchFailed):
-				a = ans
-			case err != nil:
-				writeError(w, r, log, err)
-				return
-			}
-			a.write(w, r, replayed)
+		release, err := takeTurn(r.Context(), companySlots[t.companyID%int64(len(companySlots))], slots)
+		if err != nil {
+			writeError(w, r, log, err)
 			return
 		}
+		defer release()
+		a, replayed, err := writeBatch[T, P](r, st, res, bw, wr, op, matchOn, items, atomic)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		a.write(w, r, replayed)
 	})
+}
+
+// takeTurn waits for a place in each of slots, in order, and returns what frees them; ctx's error
+// when it ends first.
+func takeTurn(ctx context.Context, slots ...chan struct{}) (func(), error) {
+	var taken []chan struct{}
+	release := func() {
+		for _, slot := range taken {
+			<-slot
+		}
+	}
+	for _, slot := range slots {
+		select {
+		case slot <- struct{}{}:
+			taken = append(taken, slot)
+		case <-ctx.Done():
+			release()
+			return nil, ctx.Err()
+		}
+	}
+	return release, nil
+}
+
+// writeBatch runs the items of the batch wr in one transaction (store.writeOnce) and returns its
+// answer, and whether it is the one kept for its Idempotency-Key. When runBatch takes items out, the
+// batch runs again without them, up to maxBatchAborts times.
+func writeBatch[T any, P writable[T]](r *http.Request, st *store, res *resource, bw batchWrites[T], wr *write, op, matchOn string,
+	items []*batchItem[T], atomic bool) (answer, bool, error) {
+	t := tenantOf(r)
+	for aborts := 0; ; aborts++ {
+		var ans answer // also an atomic failure's, which errBatchFailed rolls back
+		a, replayed, err := st.writeOnce(r.Context(), t.companyID, wr.ik, func(tx *tx) (answer, error) {
+			if err := runBatch[T, P](r.Context(), tx, res, bw, t, op, matchOn, items); err != nil {
+				return answer{}, err
+			}
+			var err error
+			ans, err = batchAnswer[T, P](r, tx, t, items, atomic, wr.exps)
+			return ans, err
+		})
+		switch {
+		case errors.Is(err, errItemAborted) && aborts < maxBatchAborts && clientError(err) != nil:
+			continue // without the items runBatch took out: it made each one's failure its pre
+		case errors.Is(err, errBatchFailed):
+			return ans, false, nil
+		}
+		return a, replayed, err
+	}
 }
 
 // readBatch reads a batch's body: {"items": [...]} (delete: {"ids": [...]}), "atomic", and an upsert's
 // "matchOn", returned (matchOn if none). The whole body's failure is fieldErrors; an item's, its pre.
 func readBatch[T any, P writable[T]](op string, members []member, matchOn string) (items []*batchItem[T], atomic bool, _ string, err error) {
-	atomic, list := true, map[bool]string{false: "items", true: "ids"}[op == "delete"]
+	atomic = true
+	list := "items"
+	if op == "delete" {
+		list = "ids"
+	}
 	fields := []bodyField{{list, func(raw json.RawMessage) string {
 		var raws []json.RawMessage
 		if json.Unmarshal(raw, &raws) != nil || len(raws) == 0 || len(raws) > maxBatchItems {
@@ -146,7 +182,8 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 	}, false}, {"atomic", boolean(&atomic), false}}
 	if op == "upsert" {
 		fields = append(fields, bodyField{"matchOn", func(raw json.RawMessage) string {
-			if s, _ := jsonString(raw, 64); s == matchOn || strings.HasPrefix(s, "custom.") {
+			s, _ := jsonString(raw, 64)
+			if s == matchOn || strings.HasPrefix(s, "custom.") {
 				matchOn = s
 				return ""
 			}
@@ -253,11 +290,15 @@ func upsertMatchOf[T any](ctx context.Context, btx *tx, res *resource, m upsertM
 		return upsertMatch{}, cmp.Or(err, error(fieldErrors{{Field: "matchOn", Message: "no such unique custom field"}}))
 	}
 	for _, it := range items { // an item without a value failed in readBatch: null has no row
-		if _, rows, msg := fields[i].checkValue(it.value); it.pre == nil && msg != "" {
-			it.pre = fieldErrors{{Field: matchOn, Message: msg}}
-		} else if it.pre == nil {
-			it.key = cmp.Or(rows[0].text.String, rows[0].num.String)
+		if it.pre != nil {
+			continue
 		}
+		_, rows, msg := fields[i].checkValue(it.value)
+		if msg != "" {
+			it.pre = fieldErrors{{Field: matchOn, Message: msg}}
+			continue
+		}
+		it.key = rows[0].value().String
 	}
 	mode := uniqueModes[fields[i].Type]
 	forms := uniqueForms[mode] // as every unique value compares (sameUnique)
@@ -457,41 +498,29 @@ func runItem[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, b
 }
 
 // batchAnswer is the answer of a batch whose items ran: 200 with every item's status and object (its
-// expansions loaded for all at once), 207 when some failed; an atomic one 422 (412) and errBatchFailed.
+// expansions loaded for all at once), 207 when some failed; an atomic one batchFailure's.
 func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items []*batchItem[T], atomic bool, exps []expansion) (answer, error) {
 	var objs []T
-	failed, only412 := 0, true // only412: every failure is If-Match's
+	failed := 0
 	for _, it := range items {
 		switch {
 		case it.err != nil:
-			failed, only412 = failed+1, only412 && errors.Is(it.err, errPreconditionFailed)
+			failed++
 		case it.status != "deleted":
 			objs = append(objs, it.obj)
 		}
 	}
 	if atomic && failed > 0 {
-		f := answer{status: map[bool]int{false: http.StatusUnprocessableEntity, true: http.StatusPreconditionFailed}[only412]}
-		f.body = problemJSON(r, &apiError{Status: f.status, Code: "batch_failed",
-			Detail: fmt.Sprintf("%d of %d items failed; nothing was changed.", failed, len(items))})
-		f.body = append(f.body[:len(f.body)-2], `,"errors":[`...) // reopen the object
-		for i, it := range items {
-			if it.err == nil {
-				continue
-			}
-			ae, index := it.problem(), int64(i)
-			for _, fe := range ae.Errors {
-				f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
-				f.body = append(appendCandidates(f.body, it.candidates), ',')
-			}
-		}
-		f.body = append(f.body[:len(f.body)-1], "]}\n"...) // over the last entry's comma: one item failed at least
-		return f, errBatchFailed
+		return batchFailure(r, items, failed), errBatchFailed
 	}
 	rel, err := loadRelated[T, P](r.Context(), tx.read, t.companyID, exps, objs)
 	if err != nil {
 		return answer{}, err
 	}
-	a := answer{status: map[bool]int{false: http.StatusOK, true: http.StatusMultiStatus}[failed > 0], body: []byte(`{"data":[`)}
+	a := answer{status: http.StatusOK, body: []byte(`{"data":[`)}
+	if failed > 0 {
+		a.status = http.StatusMultiStatus
+	}
 	for i, it := range items {
 		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
 		switch {
@@ -511,6 +540,33 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 	return a, nil
 }
 
+// batchFailure is the answer of an atomic batch of which failed items failed: 422 (412 when every
+// failure is If-Match's) with an errors entry for each field at fault, named after its item.
+func batchFailure[T any](r *http.Request, items []*batchItem[T], failed int) answer {
+	f := answer{status: http.StatusPreconditionFailed}
+	for _, it := range items {
+		if it.err != nil && !errors.Is(it.err, errPreconditionFailed) {
+			f.status = http.StatusUnprocessableEntity
+		}
+	}
+	f.body = problemJSON(r, &apiError{Status: f.status, Code: "batch_failed",
+		Detail: fmt.Sprintf("%d of %d items failed; nothing was changed.", failed, len(items))})
+	f.body = append(f.body[:len(f.body)-2], `,"errors":[`...) // reopen the object
+	for i, it := range items {
+		if it.err == nil {
+			continue
+		}
+		ae := it.problem()
+		index := int64(i)
+		for _, fe := range ae.Errors {
+			f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
+			f.body = append(appendCandidates(f.body, it.candidates), ',')
+		}
+	}
+	f.body = append(f.body[:len(f.body)-1], "]}\n"...) // over the last entry's comma: one item failed at least
+	return f
+}
+
 // appendCandidates adds "candidates" (the ids an ambiguous match found) to the object b ends with.
 func appendCandidates(b []byte, candidates [][]byte) []byte {
 	if candidates == nil {
@@ -525,7 +581,10 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 func (it *batchItem[T]) problem() *apiError {
 	ae := *clientError(it.err)
 	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
-		field := map[bool]string{false: it.idField, true: "ifMatch"}[errors.Is(it.err, errPreconditionFailed)]
+		field := it.idField
+		if errors.Is(it.err, errPreconditionFailed) {
+			field = "ifMatch"
+		}
 		ae.Errors = []fieldError{{Field: field, Message: ae.Detail}}
 	}
 	ae.Errors = slices.Clone(ae.Errors) // the error's own stay as they are

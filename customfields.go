@@ -161,7 +161,8 @@ func (f *customField) checkDefinition() (errs fieldErrors) {
 	case !isSelect && f.Options.Valid:
 		errs = append(errs, fieldError{Field: "options", Message: "is only for select and multiSelect fields"})
 	}
-	if _, ok := uniqueModes[f.Type]; f.Unique && !ok {
+	_, uniqueType := uniqueModes[f.Type]
+	if f.Unique && !uniqueType {
 		errs = append(errs, fieldError{Field: "unique", Message: "is only for text, email, url and number fields"})
 	}
 	return errs
@@ -242,7 +243,8 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 		return f, errs
 	}
 	args := []any{t.companyID, id}
-	if removed := slices.DeleteFunc(old.optionValues(), func(v string) bool { return slices.Contains(f.optionValues(), v) }); len(removed) > 0 {
+	removed := slices.DeleteFunc(old.optionValues(), func(v string) bool { return slices.Contains(f.optionValues(), v) })
+	if len(removed) > 0 {
 		var held pgtype.Text
 		const q = `SELECT min(text_value) FROM custom_values WHERE company_id = $1 AND field_id = $2
 			AND text_value IS NOT NULL AND text_value COLLATE "C" = ANY($3)`
@@ -259,7 +261,10 @@ func updateCustomField(ctx context.Context, tx *tx, t tenant, id int64, p patch)
 		}
 	}
 	if f.Unique != old.Unique {
-		mode := map[bool]int16{true: uniqueModes[f.Type]}[f.Unique] // 0: not unique
+		var mode int16 // 0: not unique
+		if f.Unique {
+			mode = uniqueModes[f.Type]
+		}
 		// The partial UNIQUE indexes of schema/0012 refuse values that are already there twice.
 		err := tx.queryRow(ctx, `WITH u AS (UPDATE custom_values SET unique_mode = $3 WHERE company_id = $1 AND field_id = $2 RETURNING 1)
 			SELECT count(*) FROM u`, append(args, mode), new(int64))
@@ -294,12 +299,14 @@ func handleCustomFieldDelete(st *store, log *slog.Logger) http.Handler {
 func (s *store) purgeCustomValues(ctx context.Context) (int64, error) {
 	var companyID, fieldID, n int64
 	const q = `SELECT company_id, id FROM custom_fields WHERE deleted_at IS NOT NULL LIMIT 1`
-	if err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID); errors.Is(err, sql.ErrNoRows) {
+	err := s.db.QueryRowContext(ctx, q).Scan(&companyID, &fieldID)
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
-	} else if err != nil {
+	}
+	if err != nil {
 		return 0, err
 	}
-	err := s.db.QueryRowContext(ctx, `WITH d AS (DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
+	err = s.db.QueryRowContext(ctx, `WITH d AS (DELETE FROM custom_values WHERE company_id = $1 AND field_id = $2 AND object_id IN (
 		SELECT object_id FROM custom_values WHERE company_id = $1 AND field_id = $2 LIMIT $3) RETURNING 1)
 		SELECT count(*) FROM d`, companyID, fieldID, deleteBatch).Scan(&n)
 	if err == nil && n == 0 {

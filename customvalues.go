@@ -128,7 +128,8 @@ func (cv *customValues) apply(raw json.RawMessage) string {
 	for _, m := range patch {
 		var c bytes.Buffer
 		json.Compact(&c, m.raw)
-		if i := slices.IndexFunc(cur, func(o member) bool { return o.name == m.name }); i >= 0 {
+		i := slices.IndexFunc(cur, func(o member) bool { return o.name == m.name })
+		if i >= 0 {
 			cv.w.old = append(cv.w.old, cur[i])
 			cur[i].raw = c.Bytes()
 		} else {
@@ -259,7 +260,7 @@ func (cv *customValues) checkValues(fields []customField, old []member) (values,
 			continue // no fields: defs is empty
 		}
 		value := memberRaw(members, key) // nil: unset
-		if f := byKey[key]; f != nil {
+		if f, ok := byKey[key]; ok {
 			found = append(found, key)
 			var rows []customRow
 			var msg string
@@ -365,7 +366,8 @@ func saveCustom(ctx context.Context, tx *tx, companyID, objectID int64, cv *cust
 		return nil // no custom value set, or none changed
 	}
 	unique := slices.ContainsFunc(cv.w.rows, func(r customRow) bool { return r.unique != 0 })
-	if drop := cv.w.drop; len(drop) > 0 {
+	drop := cv.w.drop
+	if len(drop) > 0 {
 		if unique {
 			drop = slices.Collect(maps.Keys(cv.w.keys))
 		}
@@ -432,12 +434,17 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 			row.num = pgtype.Text{String: strconv.FormatInt(user.Int64, 10), Valid: true}
 		}
 	case "boolean":
-		msg, row.text = boolean(new(bool))(raw), pgtype.Text{String: string(raw), Valid: true}
+		msg = boolean(new(bool))(raw)
+		row.text = pgtype.Text{String: string(raw), Valid: true}
 	case "datetime":
 		msg = nullableTime(&row.time)(raw)
 	case "text", "url", "email", "date", "select":
 		check := map[string]func(string) string{"url": checkHTTPURL, "email": checkEmail, "date": checkDate, "select": f.checkOption}[f.Type]
-		msg = nullableText(&row.text, map[bool]int{true: 255, false: 1000}[f.Type == "email"], check)(raw)
+		maxLen := 1000
+		if f.Type == "email" {
+			maxLen = 255 // as the built-in e-mails
+		}
+		msg = nullableText(&row.text, maxLen, check)(raw)
 	case "multiSelect":
 		var ss []string
 		if json.Unmarshal(raw, &ss) != nil || raw[0] != '[' || len(ss) > maxMultiSelected {
@@ -445,8 +452,12 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 		}
 		rows := []customRow{}
 		for i, s := range ss {
-			if msg := f.checkOption(s); msg != "" || slices.Contains(ss[:i], s) {
-				return nil, nil, fmt.Sprintf("[%d] %s", i, cmp.Or(msg, "is there twice"))
+			msg := f.checkOption(s)
+			if msg == "" && slices.Contains(ss[:i], s) {
+				msg = "is there twice"
+			}
+			if msg != "" {
+				return nil, nil, fmt.Sprintf("[%d] %s", i, msg)
 			}
 			rows = append(rows, customRow{fieldID: f.ID, text: pgtype.Text{String: s, Valid: true}, n: int16(i)})
 		}
@@ -467,7 +478,8 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 
 // checkOption accepts an option value of f.
 func (f *customField) checkOption(s string) string {
-	if options := f.optionValues(); !slices.Contains(options, s) {
+	options := f.optionValues()
+	if !slices.Contains(options, s) {
 		return "must be an option value of the field: " + strings.Join(options, ", ")
 	}
 	return ""
@@ -511,10 +523,12 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 	if len(lq.custom) == 0 {
 		return nil
 	}
-	refs, keys := map[string]string{}, []string{} // the custom.<key>[op] each parameter names
+	refs := map[string]string{} // the custom.<key>[op] each parameter names
+	var keys []string
 	for name, v := range lq.custom {
-		if refs[name] = strings.TrimPrefix(v[0], "-"); name != "sort" { // sort=-custom.<key>
-			refs[name] = name
+		refs[name] = name
+		if name == "sort" {
+			refs[name] = strings.TrimPrefix(v[0], "-") // sort=-custom.<key>
 		}
 		key, _, _ := strings.Cut(strings.TrimPrefix(refs[name], "custom."), "[")
 		keys = append(keys, key)
@@ -543,8 +557,12 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 			return badParam("sort", "cannot sort by a multiSelect field")
 		}
 		// The sort's name tells sortKey how the cursor carries the value (custom@: a time).
-		lq.sort = &sortField{name: map[bool]string{false: "custom.", true: "custom@"}[kind == keyTime] + key, kind: kind, nullable: true}
-		lq.desc, lq.pageSQL = desc, lq.customSortSQL(res.table, fields[i].ID, col, kind)
+		lq.sort = &sortField{name: "custom." + key, kind: kind, nullable: true}
+		if kind == keyTime {
+			lq.sort.name = "custom@" + key
+		}
+		lq.desc = desc
+		lq.pageSQL = lq.customSortSQL(res.table, fields[i].ID, col, kind)
 	}
 	return nil
 }
@@ -580,17 +598,23 @@ func (lq *listQuery) addCustomFilter(param string, f *customField, op, v, table 
 		return badParam(param, "must be a value of the field: it "+cmp.Or(msg, "is empty"))
 	}
 	col, _ := f.valueColumn()
-	bare, arg := strings.Fields(col)[0], any(rows[0].text)
+	bare := strings.Fields(col)[0]
+	var arg any = rows[0].text
+	cast := ""
 	switch {
 	case f.Type == "text" || f.Type == "email":
-		col, sqlOp, bare = "lower(text_value)", "= lower", "folded AND text_value" // custom_values_folded holds only these (schema/0015)
+		col = "lower(text_value)"
+		sqlOp = "= lower"
+		bare = "folded AND text_value" // custom_values_folded holds only these (schema/0015)
 	case rows[0].num.Valid:
-		col, arg = "num_value", rows[0].num
+		col = "num_value"
+		arg = rows[0].num
+		cast = "::numeric"
 	case rows[0].time.Valid:
 		arg = rows[0].time
 	}
 	values := fmt.Sprintf(`FROM custom_values WHERE company_id = $1 AND field_id = %d AND %s IS NOT NULL AND %s %s(%%s%s)`,
-		f.ID, bare, col, sqlOp, map[string]string{"num_value": "::numeric"}[bare])
+		f.ID, bare, col, sqlOp, cast)
 	lq.where(table+".id IN (SELECT object_id "+values+")", arg)
 	// An object holds a value at most once, and only a live one (schema/0012's delete trigger), so
 	// where this filter is the only one a count reads the values' index alone, with no semi-join on
@@ -628,7 +652,8 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		if lq.desc {
 			dir, cmp = " DESC", " < "
 		}
-		bare, field := strings.Fields(col)[0], strconv.FormatInt(fieldID, 10)
+		bare := strings.Fields(col)[0]
+		field := strconv.FormatInt(fieldID, 10)
 		head := base[:strings.LastIndex(base, "FROM "+table+" WHERE company_id = $1")]
 		valued := head + "FROM custom_values v JOIN " + table + " ON " + table + ".company_id = $1 AND " + table + ".id = v.object_id" +
 			" WHERE v.company_id = $1 AND v.field_id = " + field + " AND v." + bare + " IS NOT NULL" + conds

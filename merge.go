@@ -23,9 +23,12 @@ const maxMergeIDs = 9
 func handleMerge[T any, P writable[T]](st *store, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error), log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		if aerr := cmp.Or(scopeError(t.scopes, "contacts:write"), scopeError(t.scopes, "business:write")); res == organizations && aerr != nil {
-			writeProblem(w, r, aerr)
-			return
+		if res == organizations { // the merge re-points contacts and business records
+			aerr := cmp.Or(scopeError(t.scopes, "contacts:write"), scopeError(t.scopes, "business:write"))
+			if aerr != nil {
+				writeProblem(w, r, aerr)
+				return
+			}
 		}
 		wr := startWrite(w, r, res, log, nil)
 		if wr == nil {
@@ -65,7 +68,8 @@ func readMergeBody(members []member, survivor int64) (ids []int64, dryRun bool, 
 		return ""
 	}, true}, {"dryRun", boolean(&dryRun), false}})
 	for i, raw := range raws {
-		id, msg := readItemID(raw), ""
+		id := readItemID(raw)
+		msg := ""
 		switch {
 		case id == 0:
 			msg = "must be an id"
@@ -179,20 +183,23 @@ func mergeMembers(survivor []member, losers [][]member, prefix string) (patch, c
 				lost[i] = objectMembers(memberRaw(l, "custom"))
 			}
 			p, c := mergeMembers(objectMembers(m.raw), lost, "custom.")
-			if changes = append(changes, c...); p != nil {
+			changes = append(changes, c...)
+			if p != nil {
 				patch = append(patch, member{"custom", appendMembers(nil, p)})
 			}
 			continue
 		}
 		for _, l := range losers {
-			if e := memberRaw(l, "email"); m.name == "secondaryEmail" && !strings.EqualFold(string(e), string(merged["email"])) {
-				to = mergeValue(to, e) // contacts' own rule (API.md 16); email is merged before
+			e := memberRaw(l, "email")
+			if m.name == "secondaryEmail" && !strings.EqualFold(string(e), string(merged["email"])) {
+				to = mergeValue(to, e) // contacts' own rule: a losing e-mail first; email is merged before
 			}
 		}
 		for _, l := range losers {
 			to = mergeValue(to, memberRaw(l, m.name))
 		}
-		if merged[m.name] = to; string(to) != string(m.raw) {
+		merged[m.name] = to
+		if string(to) != string(m.raw) {
 			patch = append(patch, member{m.name, to})
 			changes = append(changes, member{prefix + m.name, fmt.Appendf(nil, `{"from":%s,"to":%s}`, m.raw, to)})
 		}

@@ -202,7 +202,8 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 	if t.pipe == nil {
 		return t.c.SendBatch(ctx, b).Close()
 	}
-	p, done := t.pipe, make(chan error, 1)
+	p := t.pipe
+	done := make(chan error, 1)
 	p.mu.Lock()
 	p.waiting[t], p.pending[t] = done, b.QueuedQueries
 	p.mu.Unlock()
@@ -216,7 +217,8 @@ func (t *tx) send(ctx context.Context, b *pgx.Batch) error {
 func (p *pipeline) stopped(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.running--; p.running > 0 || len(p.waiting) == 0 {
+	p.running--
+	if p.running > 0 || len(p.waiting) == 0 {
 		return
 	}
 	var b pgx.Batch
@@ -275,7 +277,8 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 				err = fmt.Errorf("%w: %w", errCommit, err)
 			}
 		}
-		if st := c.PgConn().TxStatus(); st == 'T' || st == 'E' { // fn failed, or COMMIT did
+		st := c.PgConn().TxStatus()
+		if st == 'T' || st == 'E' { // fn failed, or COMMIT did
 			rctx, cancel := backgroundContext(ctx)
 			_, rerr := c.Exec(rctx, "ROLLBACK")
 			cancel()
