@@ -205,3 +205,15 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 		}
 	})
 }
+
+// withScope answers 403 insufficient_scope unless the request's key covers scope (scopeError,
+// keys.go). addRoutes wraps every keyed route in it, inside withAuth, which found the key.
+func withScope(scope string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -50,17 +50,6 @@ func validScope(s string) bool {
 	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
 }
 
-// withScope answers 403 insufficient_scope unless the request's key covers scope (every keyed route).
-func withScope(scope string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // scopeError returns a 403 naming scope unless scopes cover it.
 func scopeError(scopes []string, scope string) *apiError {
 	if covers(scopes, scope) {

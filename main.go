@@ -336,7 +336,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 }
 
 // addRoutes lists every endpoint of the server; api/openapi.json describes each of them. Every /v1
-// route names the scope its key needs (keys.go).
+// route names the scope its key needs (withScope, auth.go; the scopes are keys.go's).
 func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
