@@ -154,23 +154,6 @@ func (m *metrics) attempt(status int) {
 	}
 }
 
-// limitedAddrs is how many client addresses the limiter refuses now.
-func (l *failureLimiter) limitedAddrs() int {
-	if l == nil {
-		return 0
-	}
-	now := l.now().UnixNano()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.addrs {
-		if f := e.Value.(*failures); int(f.n) >= l.max && now-f.start < int64(l.window) {
-			n++
-		}
-	}
-	return n
-}
-
 // ServeHTTP answers GET /metrics with every series.
 func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var e expo

@@ -203,6 +203,23 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	}
 }
 
+// limitedAddrs is how many client addresses the limiter refuses now: a gauge of GET /metrics.
+func (l *failureLimiter) limitedAddrs() int {
+	if l == nil {
+		return 0
+	}
+	now := l.now().UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.addrs {
+		if f := e.Value.(*failures); int(f.n) >= l.max && now-f.start < int64(l.window) {
+			n++
+		}
+	}
+	return n
+}
+
 // clientAddr is the address a request came from: the TCP peer or, while that is a trusted proxy, the
 // X-Forwarded-For address it names, walking from the right (all header lines as one list; a
 // non-address ends the walk). An IPv6 address is widened to its /64, the block one client holds.
