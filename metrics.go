@@ -79,12 +79,17 @@ func (m *metrics) limiter(l *failureLimiter) *failureLimiter {
 }
 
 // wrap counts the requests next serves. It goes right inside withRequestLog, whose statusRecorder
-// and reqInfo it reads; a handler that panics counts as a 500, as withRequestLog answers it so.
+// and reqInfo it reads (anywhere else it records the status itself); a handler that panics counts as
+// a 500, as withRequestLog answers it so.
 func (m *metrics) wrap(next http.Handler) http.Handler {
 	if m == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := w.(*statusRecorder)
+		if !ok {
+			rec = &statusRecorder{ResponseWriter: w}
+		}
 		start := time.Now()
 		m.inFlight.Add(1)
 		status := http.StatusInternalServerError // if next panics
@@ -92,8 +97,8 @@ func (m *metrics) wrap(next http.Handler) http.Handler {
 			m.inFlight.Add(-1)
 			m.observe(w, r, status, time.Since(start))
 		}()
-		next.ServeHTTP(w, r)
-		status = cmp.Or(w.(*statusRecorder).status, http.StatusOK)
+		next.ServeHTTP(rec, r)
+		status = cmp.Or(rec.status, http.StatusOK)
 	})
 }
 
