@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo deve
 # The race detector needs cgo and a C compiler; without one the tests run without it.
 RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && echo -race)
 
-.PHONY: run test test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
+.PHONY: run test complexity test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
 
 ## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
 run: build postgres
@@ -16,6 +16,12 @@ run: build postgres
 test: postgres
 	$(GO) vet ./...
 	$(GO) test $(RACE) -count=1 -timeout 30m ./...
+
+## complexity: fails when a production function (the root package's non-test files) has a cognitive
+## complexity over 25 (gocognit, pinned, installed from the Go module proxy) or is over 80 lines; warns
+## over 11,000 lines of production Go; prints the 10 highest scores (.ci/complexity.sh).
+complexity:
+	GO='$(GO)' bash .ci/complexity.sh
 
 ## test-pgbouncer: the whole test suite through PgBouncer in transaction mode, in front of a private
 ## PostgreSQL (.ci/test-pgbouncer.sh). Installs Debian's pgbouncer when it is missing and it can.

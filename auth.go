@@ -64,13 +64,20 @@ type authenticator struct {
 	rebuilt   time.Time    // when the last refresh that made known anew began (refreshMu)
 }
 
+// cachedKey is a resolved key's tenant, trusted until expires.
 type cachedKey struct {
 	t       tenant
 	expires time.Time
 }
 
+// newAuthenticator returns an authenticator of the keys in st, with nothing cached or known.
 func newAuthenticator(st *store) *authenticator {
-	return &authenticator{st: st, now: time.Now, cache: make(map[[32]byte]cachedKey), known: make(map[uint64]bool)}
+	return &authenticator{
+		st:    st,
+		now:   time.Now,
+		cache: make(map[[32]byte]cachedKey),
+		known: make(map[uint64]bool),
+	}
 }
 
 // resolve returns the tenant of key, errNotFound for a missing, unknown, revoked or expired key, or
@@ -133,7 +140,8 @@ func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, er
 		case <-time.After(wait):
 		}
 	}
-	n, began := a.begun.Add(1), a.now()
+	n := a.begun.Add(1)
+	began := a.now()
 	since := a.loaded.Add(-time.Minute) // a key's created_at is its transaction's start
 	anew := began.Sub(a.rebuilt) > keyCacheTTL
 	if anew {
@@ -152,10 +160,12 @@ func (a *authenticator) mayBeValid(ctx context.Context, hash [32]byte) (bool, er
 		a.known[binary.BigEndian.Uint64(h)] = true
 	}
 	a.knownMu.Unlock()
-	a.fresh, a.loaded = n, began
+	a.fresh = n
+	a.loaded = began
 	return a.isKnown(h), nil
 }
 
+// isKnown reports whether h, the first 8 bytes of a key's hash, is in known.
 func (a *authenticator) isKnown(h uint64) bool {
 	a.knownMu.RLock()
 	defer a.knownMu.RUnlock()
@@ -170,6 +180,7 @@ func (a *authenticator) forget(hash []byte) {
 	a.mu.Unlock()
 }
 
+// errUnauthorized is the 401 of a request without a valid key.
 var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Detail: "A valid API key is required in the x-api-key header."}
 
@@ -203,5 +214,17 @@ func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, l
 			requestInfo(r.Context()).tenant = t
 			next.ServeHTTP(w, r)
 		}
+	})
+}
+
+// withScope answers 403 insufficient_scope unless the request's key covers scope (scopeError,
+// keys.go). addRoutes wraps every keyed route in it, inside withAuth, which found the key.
+func withScope(scope string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }

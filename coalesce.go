@@ -45,6 +45,7 @@ type coalesceWaiter[T any] struct {
 	err  error
 }
 
+// newCoalescer returns the coalescer of res's retrieves.
 func newCoalescer[T any, P object[T]](res *resource) *coalescer[T, P] {
 	return &coalescer[T, P]{res: res, groups: make(map[coalesceKey][]*coalesceWaiter[T])}
 }
@@ -103,8 +104,11 @@ func (c *coalescer[T, P]) next(rd reader, key coalesceKey, exps []expansion) {
 		objs := make(map[int64]T, len(ids))
 		rel, err := getObjects[T, P](ctx, rd, c.res, key.companyID, `= ANY($2)`, ids, exps, func(v P) { objs[v.key()] = *v })
 		for _, w := range batch {
-			w.v, w.rel, w.err = objs[w.id], rel, err
-			if _, ok := objs[w.id]; err == nil && !ok {
+			v, found := objs[w.id]
+			w.v = v
+			w.rel = rel
+			w.err = err
+			if err == nil && !found {
 				w.err = errNotFound
 			}
 			close(w.done)

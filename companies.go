@@ -58,7 +58,8 @@ func cmdCompanyCreate(ctx context.Context, args []string, getenv func(string) st
 	fs := newFlags("company create", "company create -name NAME [flags]", stderr)
 	name := fs.String("name", "", "company name (required)")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
-		if *name = strings.TrimSpace(*name); *name == "" || len(*name) > 255 {
+		*name = strings.TrimSpace(*name)
+		if *name == "" || len(*name) > 255 {
 			fs.Usage()
 			return fmt.Errorf("-name is required (1 to 255 characters): %w", errUsage)
 		}

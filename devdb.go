@@ -42,7 +42,8 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	// As root, the server runs as another user, who may not reach the folder (a checkout under
 	// /root, say): then the data goes to a folder of this checkout's own under the temp folder.
 	abs, _ := filepath.Abs(*dir)
-	if u, err := pgRunAs(); err == nil && u != nil && u.blockedAncestor(filepath.Dir(abs)) != "" {
+	runAs, err := pgRunAs() // an error is startLocalPG's to report
+	if err == nil && runAs != nil && runAs.blockedAncestor(filepath.Dir(abs)) != "" {
 		sum := sha256.Sum256([]byte(abs))
 		moved := filepath.Join(os.TempDir(), fmt.Sprintf("rolodex-dev-%x", sum[:4]))
 		fmt.Fprintf(stdout, "PostgreSQL cannot run as root, and its user cannot reach %s: using %s\n", *dir, moved)
@@ -87,15 +88,17 @@ func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdo
 // localPG is a PostgreSQL server started by startLocalPG. pg_ctl detaches it from this process: it
 // runs until Stop, even when this process dies.
 type localPG struct {
-	pgCtl, dir string // the pg_ctl program; the folder of data/ and postgres.log
-	runAs      *pgUser
-	port       int
+	pgCtl string // the pg_ctl program
+	dir   string // the folder of data/ and postgres.log
+	runAs *pgUser
+	port  int
 }
 
 // pgUser is the account the server runs as when this process is root, which PostgreSQL refuses.
 type pgUser struct {
-	name     string
-	uid, gid uint32
+	name string
+	uid  uint32
+	gid  uint32
 }
 
 // startLocalPG starts (initialising on first use) a PostgreSQL server with its data in dir/data and
@@ -110,13 +113,15 @@ func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) 
 	if err != nil {
 		return nil, err
 	}
-	if dir, err = filepath.Abs(dir); err != nil { // the programs run in dir: every path must be absolute
+	dir, err = filepath.Abs(dir) // the programs run in dir: every path must be absolute
+	if err != nil {
 		return nil, err
 	}
-	p := &localPG{pgCtl: pgCtl, dir: dir}
-	if p.runAs, err = pgRunAs(); err != nil {
+	runAs, err := pgRunAs()
+	if err != nil {
 		return nil, err
 	}
+	p := &localPG{pgCtl: pgCtl, dir: dir, runAs: runAs}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -142,7 +147,8 @@ func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) 
 	if p.pidFileLine(0) != strconv.Itoa(os.Getppid()) && p.ctl(ctx, "status").Run() == nil {
 		p.ctl(ctx, "stop", "-m", "fast").Run()
 	}
-	if err = p.start(ctx, fast); err != nil && strings.Contains(err.Error(), "Address already in use") {
+	err = p.start(ctx, fast)
+	if err != nil && strings.Contains(err.Error(), "Address already in use") {
 		err = p.start(ctx, fast) // another process took the port meanwhile
 	}
 	if err != nil {
@@ -151,6 +157,7 @@ func startLocalPG(ctx context.Context, dir string, fast bool) (*localPG, error) 
 	return p, nil
 }
 
+// URL is the connection URL of database dbname on the server, as its superuser.
 func (p *localPG) URL(dbname string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port, url.PathEscape(dbname))
 }
@@ -205,7 +212,8 @@ func (p *localPG) initdb(ctx context.Context, fast bool) error {
 		if fast {
 			opts += " --no-sync"
 		}
-		if out, err = p.ctl(ctx, "initdb", "-o", opts).CombinedOutput(); err == nil {
+		out, err = p.ctl(ctx, "initdb", "-o", opts).CombinedOutput()
+		if err == nil {
 			return nil
 		}
 	}
@@ -226,12 +234,14 @@ func (p *localPG) ctl(ctx context.Context, args ...string) *exec.Cmd {
 // pidFileLine returns line n of the server's postmaster.pid (0: its pid, 3: its port), or "".
 func (p *localPG) pidFileLine(n int) string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "data", "postmaster.pid"))
-	if lines := strings.Split(string(b), "\n"); n < len(lines) {
+	lines := strings.Split(string(b), "\n")
+	if n < len(lines) {
 		return lines[n]
 	}
 	return ""
 }
 
+// logTail returns the last 4 KiB of the server's log, for an error that the log explains.
 func (p *localPG) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(p.dir, "postgres.log"))
 	return string(bytes.TrimSpace(b[max(0, len(b)-4<<10):]))
@@ -259,7 +269,11 @@ func (u *pgUser) blockedAncestor(dir string) string {
 		if err != nil {
 			continue
 		}
-		st, perm := info.Sys().(*syscall.Stat_t), info.Mode().Perm()
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue // no owner to judge by (not Unix): let the server's start say
+		}
+		perm := info.Mode().Perm()
 		if !(st.Uid == u.uid && perm&0o100 != 0 || st.Gid == u.gid && perm&0o010 != 0 || perm&0o001 != 0) {
 			return d
 		}
@@ -287,8 +301,10 @@ func findPGCtl(pathDirs []string, installPatterns ...string) (string, error) {
 	}
 	slices.SortStableFunc(installDirs, func(a, b string) int { return slices.Compare(version(b), version(a)) })
 	for _, dir := range slices.Concat(pathDirs, installDirs) {
-		// A relative PATH entry would resolve against the programs' working folder.
-		if path, err := exec.LookPath(filepath.Join(dir, "pg_ctl")); err == nil && filepath.IsAbs(dir) {
+		if !filepath.IsAbs(dir) {
+			continue // a relative PATH entry would resolve against the programs' working folder
+		}
+		if path, err := exec.LookPath(filepath.Join(dir, "pg_ctl")); err == nil {
 			return path, nil
 		}
 	}
@@ -316,4 +332,5 @@ func ensureDatabase(ctx context.Context, adminURL, name string) error {
 	return nil
 }
 
+// quoteIdent quotes s as an SQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

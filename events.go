@@ -60,7 +60,10 @@ func readableFamilies(scopes []string) []string {
 func eventScopeError(scopes, filters []string) *apiError {
 	for _, v := range filters {
 		for _, f := range eventFamilies {
-			if aerr := scopeError(scopes, f.scope); aerr != nil && (v == "*" || strings.HasPrefix(v, f.name+".")) {
+			if v != "*" && !strings.HasPrefix(v, f.name+".") {
+				continue // v names none of the family's events
+			}
+			if aerr := scopeError(scopes, f.scope); aerr != nil {
 				return aerr
 			}
 		}
@@ -68,6 +71,7 @@ func eventScopeError(scopes, filters []string) *apiError {
 	return nil
 }
 
+// event is a change as the events feed shows it (API.md section 11).
 type event struct {
 	ID        int64
 	xid       int64
@@ -84,11 +88,17 @@ func (e *event) scanDest() []any {
 
 func (e *event) appendJSON(b []byte) []byte {
 	b = appendObject(b, "id", &e.ID, "type", &e.Type, "createdAt", &e.CreatedAt, "requestId", &e.RequestID)
-	b = append(append(b[:len(b)-1], `,"data":{"object":`...), e.Object...)
-	if p := e.Previous.String; e.Previous.Valid && strings.HasSuffix(e.Type, ".updated") {
-		b = append(append(b, `,"previousAttributes":`...), p...)
-	} else if e.Previous.Valid { // an object of more members of data: {"mergedInto": "1042"}
-		b = append(append(b, ','), p[1:len(p)-1]...)
+	b = b[:len(b)-1] // reopen the object
+	b = append(b, `,"data":{"object":`...)
+	b = append(b, e.Object...)
+	p := e.Previous.String
+	switch {
+	case e.Previous.Valid && strings.HasSuffix(e.Type, ".updated"):
+		b = append(b, `,"previousAttributes":`...)
+		b = append(b, p...)
+	case e.Previous.Valid: // an object of more members of data: {"mergedInto": "1042"}
+		b = append(b, ',')
+		b = append(b, p[1:len(p)-1]...)
 	}
 	return append(b, "}}"...)
 }
@@ -105,8 +115,9 @@ func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, objec
 
 // eventRow is an event of recordEvents; previous (nil: none) is previousAttributes or more of data.
 type eventRow struct {
-	typ              string
-	object, previous []byte
+	typ      string
+	object   []byte
+	previous []byte
 }
 
 // recordEvents queues in tx the events of a change, one statement for up to 20,000 (3 parameters
@@ -199,7 +210,8 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		more := len(evs) > lq.limit
 		evs = evs[:min(len(evs), lq.limit)]
 		after[2] = uint64(time.Now().UnixMilli()) // with no events, nothing was missed up to now
-		b := append(make([]byte, 0, 1024*len(evs)+256), `{"data":[`...)
+		b := make([]byte, 0, 1024*len(evs)+256)
+		b = append(b, `{"data":[`...)
 		for i, e := range evs {
 			if i > 0 {
 				b = append(b, ',')
@@ -209,7 +221,8 @@ func handleEvents(st *store, retention time.Duration, log *slog.Logger) http.Han
 		}
 		next := sealCursor(key, scope, after[:], "")
 		limit := int64(lq.limit)
-		b = appendObject(append(b, `],"pagination":`...), "limit", &limit, "hasMore", &more, "nextCursor", &next)
+		b = append(b, `],"pagination":`...)
+		b = appendObject(b, "limit", &limit, "hasMore", &more, "nextCursor", &next)
 		writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
 	})
 }
@@ -230,7 +243,8 @@ func (lq *listQuery) whereTypes(values, scopes []string) error {
 	if aerr := eventScopeError(scopes, values); aerr != nil {
 		return aerr
 	}
-	if families := readableFamilies(scopes); values == nil && len(families) < len(eventFamilies) {
+	families := readableFamilies(scopes)
+	if values == nil && len(families) < len(eventFamilies) {
 		types = slices.DeleteFunc(slices.Clone(eventTypes), func(et string) bool { return eventScopeError(scopes, []string{et}) != nil })
 		lq.binding += "families=" + strconv.Quote(strings.Join(families, ",")) + "\n"
 	} else if values != nil {

@@ -42,11 +42,18 @@ type expansion struct {
 }
 
 var (
-	contactExpansions = []expansion{{"organization", relOrganization, "organization_id"},
-		{"country", relCountry, "country_id"}, {"stage", relStage, "stage_id"},
-		{"assignedTo", relUser, "assigned_to_id"}, {"userCreator", relUser, "user_creator_id"}}
-	businessExpansions = []expansion{{"organization", relOrganization, "organization_id"},
-		{"stage", relStage, "stage_id"}, {"userCreator", relUser, "user_creator_id"}}
+	contactExpansions = []expansion{
+		{"organization", relOrganization, "organization_id"},
+		{"country", relCountry, "country_id"},
+		{"stage", relStage, "stage_id"},
+		{"assignedTo", relUser, "assigned_to_id"},
+		{"userCreator", relUser, "user_creator_id"},
+	}
+	businessExpansions = []expansion{
+		{"organization", relOrganization, "organization_id"},
+		{"stage", relStage, "stage_id"},
+		{"userCreator", relUser, "user_creator_id"},
+	}
 )
 
 // maxExpandValues bounds expand[]: more values than any resource has is a mistake, not work to do.
@@ -76,6 +83,7 @@ func parseExpand(r *http.Request, q url.Values, allowed []expansion) ([]expansio
 	return out, nil
 }
 
+// unknownExpandDetail is the 400's detail of v, a value of expand[] that allowed does not name.
 func unknownExpandDetail(v string, allowed []expansion) string {
 	if len(v) > 64 {
 		v = v[:64] + "..."
@@ -129,7 +137,11 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 func getObject[T any, P object[T]](ctx context.Context, rd reader, res *resource, companyID, id int64,
 	exps []expansion) (v T, rel related, err error) {
 	found := false
-	rel, err = getObjects[T, P](ctx, rd, res, companyID, `= $2`, id, exps, func(p P) { v, found = *p, true })
+	take := func(p P) {
+		v = *p
+		found = true
+	}
+	rel, err = getObjects[T, P](ctx, rd, res, companyID, `= $2`, id, exps, take)
 	if err == nil && !found {
 		err = errNotFound
 	}
@@ -187,9 +199,12 @@ func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel rel
 	}
 	b = b[:len(b)-1] // reopen the object
 	for _, e := range exps {
-		b = append(appendString(append(b, ','), e.name), ':')
+		b = append(b, ',')
+		b = appendString(b, e.name)
+		b = append(b, ':')
 		id, ok := v.relatedID(e.name)
-		if obj, found := rel[e.kind][id]; ok && found {
+		obj, found := rel[e.kind][id]
+		if ok && found {
 			b = append(b, obj...)
 		} else {
 			b = append(b, "null"...)

@@ -66,10 +66,11 @@ func readIdempotencyKey(r *http.Request, members []member) (*idempotencyKey, *ap
 
 // answer is the answer to a write: what is sent, and what an Idempotency-Key keeps and replays.
 type answer struct {
-	status         int
-	location, etag string
-	body           []byte // JSON; a problem+json body from status 400 up; empty for 204
-	kept           []byte // what an Idempotency-Key keeps instead of body, when not nil
+	status   int
+	location string // the Location header; "": none
+	etag     string // the ETag header; "": none
+	body     []byte // JSON; a problem+json body from status 400 up; empty for 204
+	kept     []byte // what an Idempotency-Key keeps instead of body, when not nil
 }
 
 // write sends a; replayed marks an answer kept for an Idempotency-Key and sent again.
@@ -109,7 +110,8 @@ func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyK
 		if ik != nil {
 			lookUpKey(tx, companyID, ik, &kept)
 		}
-		if a, err = do(tx); err == nil && ik != nil {
+		a, err = do(tx)
+		if err == nil && ik != nil {
 			keepAnswer(tx, companyID, ik, a)
 		}
 		return err
@@ -119,7 +121,8 @@ func (s *store) writeOnce(ctx context.Context, companyID int64, ik *idempotencyK
 	}
 	// lookUpKey's division by zero, or keepAnswer's INSERT: the one unique violation the committing
 	// round trip can have (Citus does not pass on the constraint's name).
-	if code := pgCode(err); code == "22012" || code == "23505" && errors.Is(err, errCommit) {
+	code := pgCode(err)
+	if code == "22012" || code == "23505" && errors.Is(err, errCommit) {
 		err = errKeyInUse
 	}
 	return a, false, err

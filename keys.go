@@ -50,17 +50,6 @@ func validScope(s string) bool {
 	return s == "*" || slices.Contains(scopeResources, resource) && (access == "read" || access == "write")
 }
 
-// withScope answers 403 insufficient_scope unless the request's key covers scope (every keyed route).
-func withScope(scope string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if aerr := scopeError(tenantOf(r).scopes, scope); aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // scopeError returns a 403 naming scope unless scopes cover it.
 func scopeError(scopes []string, scope string) *apiError {
 	if covers(scopes, scope) {
@@ -166,7 +155,8 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 func expiry(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	set := nullableTime(p)
 	return func(raw json.RawMessage) string {
-		if msg := set(raw); msg != "" || !p.Valid || p.Time.After(time.Now()) {
+		msg := set(raw)
+		if msg != "" || !p.Valid || p.Time.After(time.Now()) {
 			return msg
 		}
 		return "must be in the future"
@@ -189,12 +179,14 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 			AND (SELECT count(*) FROM api_keys WHERE company_id = $1 AND revoked_at IS NULL
 				AND (expires_at IS NULL OR expires_at > now())) < $8
 		RETURNING id, created_at`
-	switch err := tx.queryRow(ctx, q, []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys},
-		&k.ID, &k.CreatedAt); {
+	args := []any{companyID, k.UserID, k.Prefix, hash[:], k.Name, strings.Join(k.Scopes, ","), k.ExpiresAt, maxActiveKeys}
+	err := tx.queryRow(ctx, q, args, &k.ID, &k.CreatedAt)
+	switch {
 	case errors.Is(err, sql.ErrNoRows): // no such user, or the limit: which?
 		var user bool
 		const exists = `SELECT EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $2)`
-		if err := tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user); err != nil || user {
+		err = tx.queryRow(ctx, exists, []any{companyID, k.UserID}, &user)
+		if err != nil || user {
 			return k, "", cmp.Or(err, errKeyLimit)
 		}
 		return k, "", fieldErrors{{Field: "userId", Message: "must be the id of an existing user"}}
@@ -209,8 +201,16 @@ func insertAPIKey(ctx context.Context, tx *tx, companyID int64, k apiKey) (apiKe
 func keyAnswer(k apiKey, key string) answer {
 	b := k.appendJSON(nil)
 	open := b[: len(b)-1 : len(b)-1] // without its closing brace; each append copies
-	return answer{status: http.StatusCreated, location: apiKeys.path + "/" + strconv.FormatInt(k.ID, 10),
-		body: append(appendString(append(open, `,"key":`...), key), "}\n"...), kept: append(open, `,"key":null}`+"\n"...)}
+	body := append(open, `,"key":`...)
+	body = appendString(body, key)
+	body = append(body, "}\n"...)
+	kept := append(open, `,"key":null}`+"\n"...)
+	return answer{
+		status:   http.StatusCreated,
+		location: apiKeys.path + "/" + strconv.FormatInt(k.ID, 10),
+		body:     body,
+		kept:     kept,
+	}
 }
 
 // handleKeyCreate answers POST /v1/apiKeys: 201, the new key's object with the key itself.
@@ -218,8 +218,12 @@ func handleKeyCreate(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		k := apiKey{UserID: t.userID}
-		wr := startWrite(w, r, apiKeys, log, []bodyField{{"name", requiredText(&k.Name, 255), false},
-			{"scopes", scopeList(&k.Scopes), true}, {"expiresAt", expiry(&k.ExpiresAt), false}, {"userId", requiredID(&k.UserID), false}})
+		wr := startWrite(w, r, apiKeys, log, []bodyField{
+			{"name", requiredText(&k.Name, 255), false},
+			{"scopes", scopeList(&k.Scopes), true},
+			{"expiresAt", expiry(&k.ExpiresAt), false},
+			{"userId", requiredID(&k.UserID), false},
+		})
 		if wr == nil {
 			return
 		}
@@ -412,7 +416,8 @@ func (s *store) lookupAPIKey(ctx context.Context, hash [32]byte) (tenant, error)
 		SELECT company_id, id, user_id, scopes, expires_at FROM k`
 	var t tenant
 	var expires pgtype.Timestamptz
-	switch err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires); {
+	err := s.db.QueryRowContext(ctx, q, hash[:]).Scan(&t.companyID, &t.keyID, &t.userID, (*commaList)(&t.scopes), &expires)
+	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return t, errNotFound
 	case err != nil:

@@ -52,10 +52,16 @@ var byID = sortField{name: "id", col: "id", kind: keyInt}
 // isID reports whether f is the order by id alone (no key before the id).
 func (f *sortField) isID() bool { return f.name == "id" }
 
-// keyTypes holds, for each keyKind, the SQL type a cursor's key is cast to (from text: every key is
-// sent as text), and what a nullable key's NULL is replaced with in its sort expression, as SQL and
-// as the text of a query argument (any value does: the "is null" flag before it keeps NULLs apart).
-var keyTypes = [...]struct{ sql, nullSQL, nullArg string }{
+// keyType is how SQL takes the sort keys of a keyKind.
+type keyType struct {
+	sql     string // the SQL type a cursor's key is cast to, from text: every key is sent as text
+	nullSQL string // what a nullable key's NULL is replaced with in its sort expression
+	nullArg string // the same as the text of a query argument
+}
+
+// keyTypes are the keyType of each keyKind. A NULL's replacement may be any value: the "is null"
+// flag before it in the sort keeps NULLs apart.
+var keyTypes = [...]keyType{
 	keyInt:     {"integer", "0", "0"},
 	keyTime:    {"timestamptz", "'-infinity'", "-infinity"},
 	keyText:    {"text", "''", ""},
@@ -116,19 +122,24 @@ type listSpec struct {
 
 // rangeFilters are the filters of a spec with ranges.
 var rangeFilters = []filter{
-	{"createdAt[gte]", "created_at", filterTime, ">="}, {"createdAt[gt]", "created_at", filterTime, ">"},
-	{"createdAt[lte]", "created_at", filterTime, "<="}, {"createdAt[lt]", "created_at", filterTime, "<"},
-	{"updatedAt[gte]", "updated_at", filterTime, ">="}, {"updatedAt[gt]", "updated_at", filterTime, ">"},
-	{"updatedAt[lte]", "updated_at", filterTime, "<="}, {"updatedAt[lt]", "updated_at", filterTime, "<"},
+	{"createdAt[gte]", "created_at", filterTime, ">="},
+	{"createdAt[gt]", "created_at", filterTime, ">"},
+	{"createdAt[lte]", "created_at", filterTime, "<="},
+	{"createdAt[lt]", "created_at", filterTime, "<"},
+	{"updatedAt[gte]", "updated_at", filterTime, ">="},
+	{"updatedAt[gt]", "updated_at", filterTime, ">"},
+	{"updatedAt[lte]", "updated_at", filterTime, "<="},
+	{"updatedAt[lt]", "updated_at", filterTime, "<"},
 }
 
 // allFilters returns every filter of the spec in the order a cursor binds them: its own, those of
 // the ranges, and q.
 func (s *listSpec) allFilters() []filter {
-	var ranges, q []filter
+	var ranges []filter
 	if s.ranges {
 		ranges = rangeFilters
 	}
+	var q []filter
 	if s.q != "" {
 		q = []filter{{name: "q", col: s.q, kind: filterText}}
 	}
@@ -194,7 +205,8 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 	}
 	if v, ok := q["sort"]; ok {
 		name, desc := strings.CutPrefix(v[0], "-")
-		switch i := slices.IndexFunc(s.sorts, func(f sortField) bool { return f.name == name }); {
+		i := slices.IndexFunc(s.sorts, func(f sortField) bool { return f.name == name })
+		switch {
 		case i >= 0:
 			lq.sort = &s.sorts[i]
 		case name != "id": // id is byID, the default
@@ -204,7 +216,8 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 			}
 			return nil, badParam("sort", "must be one of "+strings.Join(names, ", ")+", with - in front for descending")
 		}
-		lq.desc, lq.binding = desc, "sort="+strconv.Quote(v[0])+"\n"
+		lq.desc = desc
+		lq.binding = "sort=" + strconv.Quote(v[0]) + "\n"
 	}
 	for _, f := range s.allFilters() {
 		if v, ok := q[f.name]; ok {
@@ -286,7 +299,8 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 	if lq.desc {
 		dir, cmp = " DESC", " < "
 	}
-	if a := lq.after; a != nil {
+	if lq.after != nil {
+		a := lq.after
 		var vals []string
 		if !lq.sort.isID() {
 			if lq.sort.nullable {
@@ -330,6 +344,7 @@ func (a *cursorPos) arg(kind keyKind) string {
 // one object's id and sort key.
 const cursorMACSize = 16
 
+// cursorMAC returns the MAC of a cursor's payload for scope.
 func cursorMAC(key []byte, scope string, payload []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("rolodex cursor v1\n" + scope + "\n"))
@@ -363,7 +378,8 @@ func openCursor(s string, key []byte, scope string, nums []uint64) (text string,
 		if w <= 0 || n > 1<<63-1 {
 			return "", false
 		}
-		nums[i], payload = n, payload[w:]
+		nums[i] = n
+		payload = payload[w:]
 	}
 	return string(payload), true
 }
@@ -421,8 +437,11 @@ func timeKey(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
 
 // appendPagination appends the "pagination" member of a list answer; next is "" on the last page.
 func appendPagination(b []byte, limit int, next string) []byte {
-	n, hasMore, cursor := int64(limit), next != "", pgtype.Text{String: next, Valid: next != ""}
-	return appendObject(append(b, `"pagination":`...), "limit", &n, "hasMore", &hasMore, "nextCursor", &cursor)
+	n := int64(limit)
+	hasMore := next != ""
+	cursor := pgtype.Text{String: next, Valid: next != ""}
+	b = append(b, `"pagination":`...)
+	return appendObject(b, "limit", &n, "hasMore", &hasMore, "nextCursor", &cursor)
 }
 
 // appendCount appends the body of a /count answer.

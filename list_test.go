@@ -137,14 +137,20 @@ func expectOrder(t *testing.T, objs []obj, res listResource, sort string) []obj 
 	slices.SortStableFunc(out, func(a, b obj) int {
 		av, bv := a[name], b[name]
 		if name != "id" && (av == nil) != (bv == nil) {
-			return map[bool]int{true: 1, false: -1}[av == nil] // NULLs last, either way
+			if av == nil {
+				return 1 // NULLs last, either way
+			}
+			return -1
 		}
 		c := 0
 		if name != "id" && av != nil {
 			c = compareValues(t, kind, av, bv)
 		}
-		if c == 0 {
-			c = map[bool]int{true: -1, false: 1}[a.id() < b.id()] // ids are unique: never equal here
+		if c == 0 { // by id, which is unique: never equal here
+			c = 1
+			if a.id() < b.id() {
+				c = -1
+			}
 		}
 		if desc {
 			return -c

@@ -77,8 +77,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errUsage
 	}
 	commands := map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
-		"serve": cmdServe, "migrate": cmdMigrate, "dev": cmdDev, "company create": cmdCompanyCreate,
-		"key create": cmdKeyCreate, "key list": cmdKeyList, "key revoke": cmdKeyRevoke,
+		"serve":          cmdServe,
+		"migrate":        cmdMigrate,
+		"dev":            cmdDev,
+		"company create": cmdCompanyCreate,
+		"key create":     cmdKeyCreate,
+		"key list":       cmdKeyList,
+		"key revoke":     cmdKeyRevoke,
 	}
 	cmd, rest := args[1], args[2:]
 	if len(rest) > 0 && commands[cmd+" "+rest[0]] != nil {
@@ -189,8 +194,10 @@ type limits struct {
 
 // serverFlags are the flags serve and dev share: where to listen, and the limits with their defaults.
 type serverFlags struct {
-	addr, proxies, hookCIDRs string
-	lim                      limits
+	addr      string // -addr
+	proxies   string // -trusted-proxies, parsed into lim by limits
+	hookCIDRs string // -webhook-allow-cidrs, parsed into lim by limits
+	lim       limits
 }
 
 // addServerFlags adds the flags of serverFlags to fs.
@@ -214,14 +221,16 @@ func (f *serverFlags) limits() (limits, error) {
 	if lim.rate < 0 || lim.authFailures < 0 || lim.hooks.slots < 0 || lim.eventRetention <= 0 || lim.hooks.backoff <= 0 {
 		return lim, fmt.Errorf("-rate-limit, -auth-failure-limit and -webhook-slots must be 0 or more, -event-retention and -webhook-backoff more than 0: %w", errUsage)
 	}
-	var err error
-	if lim.trustedProxies, err = parseCIDRs("-trusted-proxies", f.proxies); err != nil {
+	proxies, err := parseCIDRs("-trusted-proxies", f.proxies)
+	if err != nil {
 		return lim, err
 	}
+	lim.trustedProxies = proxies
 	lim.hooks.allow, err = parseCIDRs("-webhook-allow-cidrs", f.hookCIDRs)
 	return lim, err
 }
 
+// cmdServe is `rolodex serve`: the API server, until ctx is done.
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
 	server := addServerFlags(fs)
@@ -279,7 +288,10 @@ func serve(ctx context.Context, st *store, addr string, shutdown time.Duration, 
 	})
 	go deleteInBatches(ctx, log, "values of deleted custom fields", time.Minute, st.purgeCustomValues)
 	hooks := make(chan struct{})
-	go func() { runWebhooks(ctx, st, lim.hooks, log); close(hooks) }()
+	go func() {
+		runWebhooks(ctx, st, lim.hooks, log)
+		close(hooks)
+	}()
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildVersion())
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -336,7 +348,7 @@ func newHandler(st *store, log *slog.Logger, lim limits) http.Handler {
 }
 
 // addRoutes lists every endpoint of the server; api/openapi.json describes each of them. Every /v1
-// route names the scope its key needs (keys.go).
+// route names the scope its key needs (withScope, auth.go; the scopes are keys.go's).
 func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(st, log))
@@ -408,6 +420,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	mux.Handle("/", handleNoRoute(mux))
 }
 
+// handleHealthz answers 200 while the server runs, whatever the database's state (see handleReadyz).
 func handleHealthz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
@@ -461,6 +474,7 @@ func errNoRoute(r *http.Request) *apiError {
 	return &apiError{Status: http.StatusNotFound, Code: "not_found", Detail: fmt.Sprintf("No such path: %s.", r.URL.Path)}
 }
 
+// cmdMigrate is `rolodex migrate`: it applies the schema files the database does not have yet.
 func cmdMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return withStore(newFlags("migrate", "migrate [flags]", stderr), getenv, args, 0, func(st *store) error {
 		applied, err := st.migrate(ctx)

@@ -35,9 +35,14 @@ type metrics struct {
 	mu     sync.Mutex                               // held only to add a route
 	routes atomic.Pointer[map[string]*routeMetrics] // by route pattern; replaced, never changed
 
-	inFlight, authFailures, replays, events, timeouts, unavailable atomic.Int64
-	limited                                                        [2]atomic.Int64 // 429 answers: per API key, per address
-	attempts                                                       [2]atomic.Int64 // webhook attempts: delivered, not delivered
+	inFlight     atomic.Int64    // requests being answered
+	authFailures atomic.Int64    // 401 answers
+	replays      atomic.Int64    // writes answered with the answer kept for their Idempotency-Key
+	events       atomic.Int64    // events written by successful writes
+	timeouts     atomic.Int64    // 503 answers of requests past their deadline
+	unavailable  atomic.Int64    // 503 answers
+	limited      [2]atomic.Int64 // 429 answers: per API key, per address
+	attempts     [2]atomic.Int64 // webhook attempts: delivered, not delivered
 }
 
 // routeMetrics are one route pattern's requests by method and status class, and its durations.
@@ -59,13 +64,22 @@ func startMetrics(ctx context.Context, st *store, lim *limits, log *slog.Logger)
 	}
 	m := &metrics{st: st}
 	m.routes.Store(&map[string]*routeMetrics{})
-	lim.metrics, lim.hooks.metrics = m, m
+	lim.metrics = m
+	lim.hooks.metrics = m
 	mux := http.NewServeMux() // not an API route: no method in the pattern, so openapi_test.go skips it
 	mux.Handle("/metrics", m)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
 	go srv.Serve(ln)
-	go func() { <-ctx.Done(); srv.Close() }()
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
 }
@@ -79,12 +93,17 @@ func (m *metrics) limiter(l *failureLimiter) *failureLimiter {
 }
 
 // wrap counts the requests next serves. It goes right inside withRequestLog, whose statusRecorder
-// and reqInfo it reads; a handler that panics counts as a 500, as withRequestLog answers it so.
+// and reqInfo it reads (anywhere else it records the status itself); a handler that panics counts as
+// a 500, as withRequestLog answers it so.
 func (m *metrics) wrap(next http.Handler) http.Handler {
 	if m == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec, ok := w.(*statusRecorder)
+		if !ok {
+			rec = &statusRecorder{ResponseWriter: w}
+		}
 		start := time.Now()
 		m.inFlight.Add(1)
 		status := http.StatusInternalServerError // if next panics
@@ -92,8 +111,8 @@ func (m *metrics) wrap(next http.Handler) http.Handler {
 			m.inFlight.Add(-1)
 			m.observe(w, r, status, time.Since(start))
 		}()
-		next.ServeHTTP(w, r)
-		status = cmp.Or(w.(*statusRecorder).status, http.StatusOK)
+		next.ServeHTTP(rec, r)
+		status = cmp.Or(rec.status, http.StatusOK)
 	})
 }
 
@@ -105,7 +124,8 @@ func (m *metrics) observe(w http.ResponseWriter, r *http.Request, status int, d 
 	if method < 0 {
 		method = len(metricMethods) - 1
 	}
-	rm.requests[method][min(max(status/100, 1), 5)-1].Add(1)
+	class := min(max(status/100, 1), 5) // 1xx to 5xx
+	rm.requests[method][class-1].Add(1)
 	b, _ := slices.BinarySearch(durationBuckets, d.Seconds())
 	rm.buckets[b].Add(1)
 	rm.nanos.Add(int64(d))
@@ -147,28 +167,14 @@ func (m *metrics) route(pattern string) *routeMetrics {
 
 // attempt counts an attempt at a webhook delivery that got the HTTP status (0: no answer).
 func (m *metrics) attempt(status int) {
-	if m != nil && status/100 == 2 {
+	if m == nil {
+		return
+	}
+	if status/100 == 2 {
 		m.attempts[0].Add(1)
-	} else if m != nil {
+	} else {
 		m.attempts[1].Add(1)
 	}
-}
-
-// limitedAddrs is how many client addresses the limiter refuses now.
-func (l *failureLimiter) limitedAddrs() int {
-	if l == nil {
-		return 0
-	}
-	now := l.now().UnixNano()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.addrs {
-		if f := e.Value.(*failures); int(f.n) >= l.max && now-f.start < int64(l.window) {
-			n++
-		}
-	}
-	return n
 }
 
 // ServeHTTP answers GET /metrics with every series.
@@ -188,7 +194,8 @@ func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e.family("rolodex_http_request_duration_seconds", "histogram", "Time to answer a request, by route pattern.")
 	for _, p := range names {
-		rm, n := routes[p], int64(0)
+		rm := routes[p]
+		n := int64(0) // the stored buckets are not cumulative; the exposed ones are
 		for i := range rm.buckets {
 			n += rm.buckets[i].Load()
 			le := "+Inf"
@@ -236,8 +243,11 @@ func (m *metrics) backlog(ctx context.Context, e *expo) {
 	var age float64
 	err := m.st.db.QueryRowContext(ctx, `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
 		FROM webhook_deliveries WHERE status = 'pending'`).Scan(&n, &age)
-	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.",
-		map[bool]float64{true: 1}[err == nil])
+	up := 0.0
+	if err == nil {
+		up = 1
+	}
+	e.gauge("rolodex_webhook_backlog_up", "1 when the webhook backlog was read, 0 when its query failed or took over 2s.", up)
 	if err == nil {
 		e.gauge("rolodex_webhook_deliveries_pending", "Webhook deliveries pending (due now or after a backoff), all companies.", float64(n))
 		e.gauge("rolodex_webhook_oldest_pending_age_seconds", "Age of the oldest pending webhook delivery; 0 with none.", age)
@@ -269,19 +279,27 @@ func (e *expo) family(name, typ, help string) {
 func (e *expo) sample(name string, v float64, labels ...string) {
 	e.b = append(e.b, name...)
 	for i := 0; i < len(labels); i += 2 {
-		e.b = fmt.Appendf(e.b, `%c%s="%s"`, "{,"[min(i, 1)], labels[i], labelEscaper.Replace(labels[i+1]))
+		sep := ','
+		if i == 0 {
+			sep = '{'
+		}
+		e.b = fmt.Appendf(e.b, `%c%s="%s"`, sep, labels[i], labelEscaper.Replace(labels[i+1]))
 	}
 	if len(labels) > 0 {
 		e.b = append(e.b, '}')
 	}
-	e.b = append(strconv.AppendFloat(append(e.b, ' '), v, 'g', -1, 64), '\n')
+	e.b = append(e.b, ' ')
+	e.b = strconv.AppendFloat(e.b, v, 'g', -1, 64)
+	e.b = append(e.b, '\n')
 }
 
+// gauge writes a family of one gauge sample.
 func (e *expo) gauge(name, help string, v float64, labels ...string) {
 	e.family(name, "gauge", help)
 	e.sample(name, v, labels...)
 }
 
+// counter writes a family of one counter sample, without labels.
 func (e *expo) counter(name, help string, v float64) {
 	e.family(name, "counter", help)
 	e.sample(name, v)

@@ -26,6 +26,7 @@ type reqInfo struct {
 	tenant               // who the request acts as, once withAuth has resolved its key
 }
 
+// reqInfoKey is the context key of a request's *reqInfo.
 type reqInfoKey struct{}
 
 // requestInfo returns the request's reqInfo; outside the middleware (in unit tests) an empty one.
@@ -42,12 +43,14 @@ type requestIDs struct {
 	n      atomic.Uint64
 }
 
+// newRequestIDs returns a maker of request ids with a new random prefix.
 func newRequestIDs() *requestIDs {
 	var b [6]byte
 	rand.Read(b[:])
 	return &requestIDs{prefix: hex.EncodeToString(b[:])}
 }
 
+// next returns a new request id: the prefix and the next count, in base 36.
 func (g *requestIDs) next() string { return g.prefix + "-" + strconv.FormatUint(g.n.Add(1), 36) }
 
 // saneRequestID reports whether a client's X-Request-Id may be echoed: 1 to 128 of [A-Za-z0-9-_.:].

@@ -53,6 +53,7 @@ func (e *apiError) Error() string { return e.Code + ": " + e.Detail }
 var errInternal = &apiError{Status: http.StatusInternalServerError, Code: "internal_error",
 	Detail: "An internal error occurred. It has been logged with the request id."}
 
+// badRequest returns a 400 with code and detail.
 func badRequest(code, detail string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Code: code, Detail: detail}
 }
@@ -115,7 +116,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 
 // problemJSON is e as an RFC 9457 problem+json body.
 func problemJSON(r *http.Request, e *apiError) []byte {
-	typ, title, status := "about:blank", http.StatusText(e.Status), int64(e.Status)
+	typ := "about:blank"
+	title := http.StatusText(e.Status)
+	status := int64(e.Status)
 	b := appendObject(nil, "type", &typ, "title", &title, "status", &status, "detail", &e.Detail, "code", &e.Code,
 		"requestId", &requestInfo(r.Context()).id)
 	if len(e.Errors) > 0 {
@@ -129,7 +132,9 @@ func problemJSON(r *http.Request, e *apiError) []byte {
 		b = append(b, "]}"...)
 	}
 	if e.More != nil {
-		b = append(append(b[:len(b)-1], ','), e.More[1:]...)
+		b = b[:len(b)-1] // reopen the object
+		b = append(b, ',')
+		b = append(b, e.More[1:]...)
 	}
 	return append(b, '\n')
 }

@@ -22,7 +22,11 @@ const (
 	defaultAuthFailureLimit = 30  // failed authentications per minute per client address
 )
 
-type limitKey struct{ companyID, keyID int64 } // one API key: its primary key
+// limitKey names one API key: its primary key.
+type limitKey struct {
+	companyID int64
+	keyID     int64
+}
 
 // bucket is one key's token bucket as of last. The zero bucket, refilling since the zero time, is
 // full: it is a new key's.
@@ -35,9 +39,10 @@ type bucket struct {
 // A bucket that has refilled is the same as a new one, so idle buckets are dropped and memory stays
 // bounded by the keys active in the last few seconds.
 type rateLimiter struct {
-	rate, burst float64
-	policy      string // the RateLimit-Policy header's value
-	now         func() time.Time
+	rate   float64 // tokens a second
+	burst  float64 // the most tokens a bucket holds
+	policy string  // the RateLimit-Policy header's value
+	now    func() time.Time
 
 	mu        sync.Mutex
 	buckets   map[limitKey]bucket
@@ -51,10 +56,12 @@ func newRateLimiter(perSecond int) *rateLimiter {
 		return nil
 	}
 	return &rateLimiter{
-		rate: float64(perSecond), burst: float64(2 * perSecond), now: time.Now,
-		buckets: make(map[limitKey]bucket),
+		rate:  float64(perSecond),
+		burst: float64(2 * perSecond),
 		// The bucket holds q requests and refills from empty in w seconds: 2, as burst is 2 × rate.
-		policy: fmt.Sprintf(`"per-key";q=%d;w=2`, 2*perSecond),
+		policy:  fmt.Sprintf(`"per-key";q=%d;w=2`, 2*perSecond),
+		now:     time.Now,
+		buckets: make(map[limitKey]bucket),
 	}
 }
 
@@ -68,7 +75,8 @@ func (l *rateLimiter) take(k limitKey) (ok bool, left int, full, wait time.Durat
 	b := l.buckets[k]
 	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
-	if ok = b.tokens >= 1; ok {
+	ok = b.tokens >= 1
+	if ok {
 		b.tokens--
 	} else {
 		wait = l.seconds(1 - b.tokens)
@@ -134,9 +142,10 @@ const maxTrackedAddrs = 50_000
 // failure, then refuses it until the window ends. (Across a window's end an address may fail 2×max
 // times in a short while, as with any fixed-size counter: it costs a few bytes, not max timestamps.)
 type failureLimiter struct {
-	max, size int
-	window    time.Duration
-	now       func() time.Time
+	max    int // failures an address may have in a window
+	size   int // addresses tracked at most (maxTrackedAddrs)
+	window time.Duration
+	now    func() time.Time
 
 	mu    sync.Mutex
 	addrs map[[16]byte]*list.Element // of *failures, in lru
@@ -155,8 +164,23 @@ func newFailureLimiter(perMinute int) *failureLimiter {
 	if perMinute <= 0 {
 		return nil
 	}
-	return &failureLimiter{max: perMinute, size: maxTrackedAddrs, window: time.Minute, now: time.Now,
-		addrs: make(map[[16]byte]*list.Element), lru: list.New()}
+	return &failureLimiter{
+		max:    perMinute,
+		size:   maxTrackedAddrs,
+		window: time.Minute,
+		now:    time.Now,
+		addrs:  make(map[[16]byte]*list.Element),
+		lru:    list.New(),
+	}
+}
+
+// failuresOf returns the failures an element of the limiter's lru holds, which is all it holds.
+func failuresOf(e *list.Element) *failures {
+	f, ok := e.Value.(*failures)
+	if !ok {
+		panic(fmt.Sprintf("failureLimiter: an element of lru holds a %T", e.Value))
+	}
+	return f
 }
 
 // blocked returns how long a is still refused (0: it is not).
@@ -167,10 +191,14 @@ func (l *failureLimiter) blocked(a netip.Addr) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.addrs[a.As16()]
-	if e == nil || int(e.Value.(*failures).n) < l.max {
+	if e == nil {
 		return 0
 	}
-	return max(0, time.Duration(e.Value.(*failures).start+int64(l.window)-l.now().UnixNano()))
+	f := failuresOf(e)
+	if int(f.n) < l.max {
+		return 0
+	}
+	return max(0, time.Duration(f.start+int64(l.window)-l.now().UnixNano()))
 }
 
 // fail records a failed authentication from a.
@@ -178,7 +206,8 @@ func (l *failureLimiter) fail(a netip.Addr) {
 	if l == nil {
 		return
 	}
-	now, key := l.now().UnixNano(), a.As16()
+	now := l.now().UnixNano()
+	key := a.As16()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e := l.addrs[key]
@@ -187,20 +216,38 @@ func (l *failureLimiter) fail(a netip.Addr) {
 		l.addrs[key] = e
 	}
 	l.lru.MoveToFront(e)
-	f := e.Value.(*failures)
+	f := failuresOf(e)
 	if now-f.start >= int64(l.window) {
 		f.start, f.n = now, 0
 	}
 	f.n = min(f.n+1, int32(l.max))
 	// Forget, least recent first, addresses beyond size and those whose window has ended, but not a.
 	for b := l.lru.Back(); b != e; b = l.lru.Back() {
-		old := b.Value.(*failures)
+		old := failuresOf(b)
 		if l.lru.Len() <= l.size && now-old.start < int64(l.window) {
 			break
 		}
 		delete(l.addrs, old.addr)
 		l.lru.Remove(b)
 	}
+}
+
+// limitedAddrs is how many client addresses the limiter refuses now: a gauge of GET /metrics.
+func (l *failureLimiter) limitedAddrs() int {
+	if l == nil {
+		return 0
+	}
+	now := l.now().UnixNano()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.addrs {
+		f := failuresOf(e)
+		if int(f.n) >= l.max && now-f.start < int64(l.window) {
+			n++
+		}
+	}
+	return n
 }
 
 // clientAddr is the address a request came from: the TCP peer or, while that is a trusted proxy, the
@@ -213,7 +260,7 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	}
 	a := ap.Addr().Unmap()
 	xff := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
-	for i := len(xff) - 1; i >= 0 && slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a) }); i-- {
+	for i := len(xff) - 1; i >= 0 && isTrusted(a, trusted); i-- {
 		next, err := netip.ParseAddr(strings.TrimSpace(xff[i]))
 		if err != nil {
 			break
@@ -225,4 +272,9 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 		return p.Addr()
 	}
 	return a
+}
+
+// isTrusted reports whether a is the address of a trusted proxy: inside one of trusted.
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	return slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a) })
 }

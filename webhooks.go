@@ -93,7 +93,8 @@ func (e *webhookEndpoint) appendJSON(b []byte) []byte {
 	if e.Secret != nil {
 		kv = append(kv, "secret", e.Secret)
 	}
-	return appendObject(b, append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)...)
+	kv = append(kv, "createdAt", &e.CreatedAt, "updatedAt", &e.UpdatedAt)
+	return appendObject(b, kv...)
 }
 
 func (e *webhookEndpoint) fields() []bodyField {
@@ -117,7 +118,8 @@ func webhookURL(p *string) func(json.RawMessage) string {
 			return "is required"
 		}
 		s, msg := jsonString(raw, maxWebhookURLLen)
-		if msg = cmp.Or(msg, checkHTTPURL(s)); msg != "" {
+		msg = cmp.Or(msg, checkHTTPURL(s))
+		if msg != "" {
 			return msg
 		}
 		u, _ := url.Parse(s)
@@ -314,8 +316,9 @@ func createWebhook(ctx context.Context, tx *tx, t tenant, v webhookEndpoint) (we
 		SELECT $1, $2, $3, $4, $5, $6, $8 WHERE (SELECT count(*) FROM webhook_endpoints WHERE company_id = $1) < $7
 		RETURNING id, created_at, updated_at`
 	v.Secret = &pgtype.Text{String: randomToken("whsec_"), Valid: true}
-	err := tx.queryRow(ctx, q, []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
-		readableFamilies(t.scopes)}, &v.ID, &v.CreatedAt, &v.UpdatedAt)
+	args := []any{t.companyID, v.URL, []string(v.Events), v.Description, v.Enabled, v.Secret.String, maxWebhookEndpoints,
+		readableFamilies(t.scopes)}
+	err := tx.queryRow(ctx, q, args, &v.ID, &v.CreatedAt, &v.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = errWebhookLimit
 	} else if err != nil {
@@ -337,8 +340,8 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
 		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	err = tx.queryRow(ctx, q, []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, readableFamilies(t.scopes)},
-		&v.UpdatedAt)
+	args := []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, readableFamilies(t.scopes)}
+	err = tx.queryRow(ctx, q, args, &v.UpdatedAt)
 	if err != nil {
 		return v, fmt.Errorf("update webhook endpoint %d: %w", id, mapWriteError(err))
 	}
@@ -348,8 +351,12 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 // secretAnswer is the 201 of v with its new secret. An Idempotency-Key keeps it with "secret": null:
 // a replay never shows the secret, and a lost one is rotated.
 func secretAnswer(v webhookEndpoint) answer {
-	a := answer{status: http.StatusCreated, body: append(v.appendJSON(nil), '\n'), location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10)}
-	v.Secret = &pgtype.Text{}
+	a := answer{
+		status:   http.StatusCreated,
+		body:     append(v.appendJSON(nil), '\n'),
+		location: webhooks.path + "/" + strconv.FormatInt(v.ID, 10),
+	}
+	v.Secret = &pgtype.Text{} // "secret": null
 	a.kept = append(v.appendJSON(nil), '\n')
 	return a
 }
@@ -434,14 +441,17 @@ func handleWebhookRetry(st *store, log *slog.Logger) http.Handler {
 
 // claimed is a delivery a worker took, with what sending it needs.
 type claimed struct {
-	companyID, id, endpointID int64
-	attempts                  int64
-	lease                     time.Time // its next_attempt_at while this server sends it
-	url, secret               string
-	previous                  pgtype.Text        // the secret the last rotation replaced
-	rotatedAt                 pgtype.Timestamptz // when: previous signs too for secretOverlap
-	enabled                   bool
-	event                     event
+	companyID  int64
+	id         int64
+	endpointID int64
+	attempts   int64
+	lease      time.Time // its next_attempt_at while this server sends it
+	url        string
+	secret     string
+	previous   pgtype.Text        // the secret the last rotation replaced
+	rotatedAt  pgtype.Timestamptz // when: previous signs too for secretOverlap
+	enabled    bool
+	event      event
 }
 
 func (c *claimed) scanDest() []any {
@@ -541,8 +551,14 @@ type webhookWorker struct {
 // deliveries every webhookPoll, and whenever a send ends. At the end it waits for the sends, which
 // ctx cancels: their deliveries stay leased, and any server sends them once the lease runs out.
 func runWebhooks(ctx context.Context, st *store, set webhookSettings, log *slog.Logger) {
-	wk := &webhookWorker{st: st, client: newWebhookClient(set.allow), set: set, log: log,
-		freed: make(chan struct{}, 1), sending: map[int64]int64{}}
+	wk := &webhookWorker{
+		st:      st,
+		client:  newWebhookClient(set.allow),
+		set:     set,
+		log:     log,
+		freed:   make(chan struct{}, 1),
+		sending: map[int64]int64{},
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for set.slots > 0 {
@@ -564,9 +580,12 @@ func runWebhooks(ctx context.Context, st *store, set webhookSettings, log *slog.
 func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 	wk.mu.Lock()
 	room := wk.set.slots
-	var endpoints, sending []int64
+	var endpoints []int64
+	var sending []int64 // sending[i] deliveries to endpoints[i]
 	for id, n := range wk.sending {
-		endpoints, sending, room = append(endpoints, id), append(sending, n), room-int(n)
+		endpoints = append(endpoints, id)
+		sending = append(sending, n)
+		room -= int(n)
 	}
 	wk.mu.Unlock()
 	if room == 0 {
@@ -583,7 +602,8 @@ func (wk *webhookWorker) claim(ctx context.Context, wg *sync.WaitGroup) error {
 		wg.Go(func() {
 			wk.send(ctx, c)
 			wk.mu.Lock()
-			if wk.sending[c.endpointID]--; wk.sending[c.endpointID] == 0 {
+			wk.sending[c.endpointID]--
+			if wk.sending[c.endpointID] == 0 {
 				delete(wk.sending, c.endpointID)
 			}
 			wk.mu.Unlock()
