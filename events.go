@@ -29,7 +29,8 @@ import (
 // eventTypes are the types of events; "contact.*" in a filter names a family.
 var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
 	"business.created", "business.updated", "business.deleted",
-	"organization.created", "organization.updated", "organization.deleted", "organization.merged"}
+	"organization.created", "organization.updated", "organization.deleted", "organization.merged",
+	"association.created", "association.deleted"}
 
 // typesNamed returns the event types that filter names: itself, or those of its family ("contact.*").
 func typesNamed(filter string) []string {
@@ -40,32 +41,59 @@ func typesNamed(filter string) []string {
 }
 
 // eventFamilies are the event families and the scopes that read them: a key sees only the events of
-// the families it reads; an endpoint, those its last writer's key read (webhooks.go).
+// the families it reads; an endpoint, those its last writer's key read (webhooks.go). Associations
+// have no scope of their own: a key reads those between two kinds it reads (readsAssociation).
 var eventFamilies = []struct{ name, scope string }{
-	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"}}
+	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"},
+	{"association", ""}}
 
-// readableFamilies returns the names of the families of events that scopes read.
+// readableFamilies returns the names of the families of events that scopes read: association when
+// they read two kinds of objects at least.
 func readableFamilies(scopes []string) []string {
 	names := make([]string, 0, len(eventFamilies))
 	for _, f := range eventFamilies {
-		if covers(scopes, f.scope) {
+		if f.scope != "" && covers(scopes, f.scope) {
 			names = append(names, f.name)
 		}
+	}
+	if len(names) >= 2 {
+		names = append(names, "association")
 	}
 	return names
 }
 
+// readsAssociation reports whether families (readableFamilies) read the association event whose
+// object is object: both its ends' kinds.
+func readsAssociation(families []string, object []byte) bool {
+	ends := objectMembers(object)
+	for _, end := range []string{"from", "to"} {
+		kind, _ := jsonString(memberRaw(objectMembers(memberRaw(ends, end)), "object"), 20)
+		if !slices.Contains(families, kind) {
+			return false
+		}
+	}
+	return true
+}
+
+// associationsReadSQL is the condition on events that an association event is of two kinds of %[1]s,
+// an array of readable families: readsAssociation in SQL, of the events feed and of deliveries.
+const associationsReadSQL = `(split_part(%[2]stype, '.', 1) <> 'association' OR (%[2]sobject::json #>> '{from,object}') = ANY(%[1]s)
+	AND (%[2]sobject::json #>> '{to,object}') = ANY(%[1]s))`
+
 // eventScopeError returns a 403 unless scopes read the events of every filter: an event type, a
 // family ("contact.*"), or "*" (every family).
 func eventScopeError(scopes, filters []string) *apiError {
+	families := readableFamilies(scopes)
 	for _, v := range filters {
 		for _, f := range eventFamilies {
-			if v != "*" && !strings.HasPrefix(v, f.name+".") {
-				continue // v names none of the family's events
+			if v != "*" && !strings.HasPrefix(v, f.name+".") || slices.Contains(families, f.name) {
+				continue // v names none of the family's events, or they are read
 			}
-			if aerr := scopeError(scopes, f.scope); aerr != nil {
-				return aerr
+			if f.scope == "" {
+				return &apiError{Status: http.StatusForbidden, Code: "insufficient_scope",
+					Detail: "This API key reads association events only with the scopes of two kinds of objects at least."}
 			}
+			return scopeError(scopes, f.scope)
 		}
 	}
 	return nil
@@ -134,11 +162,11 @@ func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) 
 		}
 		tx.queue(`WITH e AS (
 				INSERT INTO events (company_id, request_id, type, object, previous) VALUES `+string(values[2:])+`
-				RETURNING company_id, id, type)
+				RETURNING company_id, id, type, object)
 			INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 			SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
 				AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
-				AND split_part(e.type, '.', 1) = ANY(w.families)`, args...)
+				AND split_part(e.type, '.', 1) = ANY(w.families) AND `+fmt.Sprintf(associationsReadSQL, "w.families", "e."), args...)
 	}
 	requestInfo(ctx).events.Add(int64(len(evs)))
 }
@@ -235,7 +263,7 @@ func (lq *listQuery) whereTypes(values, scopes []string) error {
 	for _, v := range values {
 		named := typesNamed(v)
 		if len(named) == 0 {
-			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.* name their families",
+			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.*, association.* name their families",
 				v, strings.Join(eventTypes, ", ")))
 		}
 		types = append(types, named...)
@@ -254,6 +282,9 @@ func (lq *listQuery) whereTypes(values, scopes []string) error {
 	if types != nil {
 		lq.where("type = ANY(%s::text[])", types)
 	}
+	if slices.Contains(families, "association") && len(families) < len(eventFamilies) {
+		lq.where(fmt.Sprintf(associationsReadSQL, "%[1]s::text[]", ""), families) // of the kinds it reads
+	}
 	return nil
 }
 
@@ -269,7 +300,8 @@ func handleEventGet(st *store, log *slog.Logger) http.Handler {
 		}
 		var evs []event
 		err := st.read(r.Context(), rowsInto[event](&evs, events.selectSQL+` AND id = $2`, t.companyID, id))
-		if err == nil && (evs == nil || eventScopeError(t.scopes, []string{evs[0].Type}) != nil) {
+		if err == nil && (evs == nil || eventScopeError(t.scopes, []string{evs[0].Type}) != nil ||
+			strings.HasPrefix(evs[0].Type, "association.") && !readsAssociation(readableFamilies(t.scopes), []byte(evs[0].Object))) {
 			err = errNotFound
 		}
 		if err != nil {

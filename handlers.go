@@ -413,14 +413,15 @@ func deleteObject[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 				Detail: "Other objects still reference this " + res.event + "; point them elsewhere or delete them first."}
 		}
 	}
-	deleteLocked[T, P](ctx, tx, res, companyID, []T{v}, nil)
-	return nil
+	return deleteLocked[T, P](ctx, tx, res, companyID, []T{v}, nil)
 }
 
-// deleteLocked queues the DELETE of objs, objects of res whose rows the write has locked, and when
-// the resource has events, an <event>.deleted of each with the object as it was and previous (nil:
-// none): the one way every write (DELETE, batch/delete, merge) deletes objects.
-func deleteLocked[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID int64, objs []T, previous []byte) {
+// deleteLocked deletes objs, objects of res whose rows the write has locked, with their
+// associations (removeAssociations), and when the resource has events, records an <event>.deleted of
+// each with the object as it was and previous (nil: none): the one way every write (DELETE,
+// batch/delete, merge) deletes objects. Round trips: the associations' DELETE, for a kind that has
+// them; the objects' DELETE and the events go with the next.
+func deleteLocked[T any, P object[T]](ctx context.Context, tx *tx, res *resource, companyID int64, objs []T, previous []byte) error {
 	ids := make([]int64, len(objs))
 	var evs []eventRow
 	for i := range objs {
@@ -429,8 +430,14 @@ func deleteLocked[T any, P object[T]](ctx context.Context, tx *tx, res *resource
 			evs = append(evs, eventRow{res.event + ".deleted", P(&objs[i]).appendJSON(nil), previous})
 		}
 	}
+	if k := kindOfResource(res); k != nil {
+		if _, err := removeAssociations(ctx, tx, companyID, k, ids); err != nil {
+			return err
+		}
+	}
 	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
 	recordEvents(ctx, tx, companyID, evs)
+	return nil
 }
 
 // objectAnswer is the answer of a write that returns v: v with its expansions, read in the write's

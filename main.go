@@ -354,7 +354,10 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	mux.Handle("GET /readyz", handleReadyz(st, log))
 	mux.Handle("GET /v1/openapi.json", handleCustomOpenAPI(st, auth, log))
 	v1 := func(pattern, scope string, h http.Handler) {
-		for p, h := range routesOf(pattern, withScope(scope, h)) {
+		if scope != "" { // "": the handler checks the scopes of what its request names
+			h = withScope(scope, h)
+		}
+		for p, h := range routesOf(pattern, h) {
 			mux.Handle(p, h)
 		}
 	}
@@ -383,6 +386,8 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/contacts/batch/{op}", "contacts:write", handleBatch(st, contacts, contactBatch, log))
 	v1("POST /v1/business/batch/{op}", "business:write", handleBatch(st, businesses, businessBatch, log))
 	v1("POST /v1/organizations/batch/{op}", "organizations:write", handleBatch(st, organizations, organizationBatch, log))
+	addAssociationRoutes(v1, st, log)
+
 	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
 	v1("GET /v1/users/{id}", "reference:read", handleGet[user](st, users, log))
 	v1("GET /v1/stages", "reference:read", handleList[stage](st, stages, log))
@@ -418,6 +423,25 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/webhooks/{id}/rotateSecret", "webhooks:write", handleWebhookRotate(st, log))
 
 	mux.Handle("/", handleNoRoute(mux))
+}
+
+// addAssociationRoutes adds the routes of associations (associations.go) with v1, addRoutes's: a
+// route names the scope of its path's kind, its handler the other kind's; a batch's items name theirs
+// (batchScopeError).
+func addAssociationRoutes(v1 func(pattern, scope string, h http.Handler), st *store, log *slog.Logger) {
+	v1("GET /v1/contacts/{id}/associations/{toKind}", "contacts:read", handleAssociationList(st, contactKind, log))
+	v1("GET /v1/contacts/{id}/associations/{toKind}/count", "contacts:read", handleAssociationCount(st, contactKind, log))
+	v1("PUT /v1/contacts/{id}/associations/{toKind}/{toId}", "contacts:write", handleAssociationPut(st, contactKind, log))
+	v1("DELETE /v1/contacts/{id}/associations/{toKind}/{toId}", "contacts:write", handleAssociationDelete(st, contactKind, log))
+	v1("GET /v1/business/{id}/associations/{toKind}", "business:read", handleAssociationList(st, businessKind, log))
+	v1("GET /v1/business/{id}/associations/{toKind}/count", "business:read", handleAssociationCount(st, businessKind, log))
+	v1("PUT /v1/business/{id}/associations/{toKind}/{toId}", "business:write", handleAssociationPut(st, businessKind, log))
+	v1("DELETE /v1/business/{id}/associations/{toKind}/{toId}", "business:write", handleAssociationDelete(st, businessKind, log))
+	v1("GET /v1/organizations/{id}/associations/{toKind}", "organizations:read", handleAssociationList(st, organizationKind, log))
+	v1("GET /v1/organizations/{id}/associations/{toKind}/count", "organizations:read", handleAssociationCount(st, organizationKind, log))
+	v1("PUT /v1/organizations/{id}/associations/{toKind}/{toId}", "organizations:write", handleAssociationPut(st, organizationKind, log))
+	v1("DELETE /v1/organizations/{id}/associations/{toKind}/{toId}", "organizations:write", handleAssociationDelete(st, organizationKind, log))
+	v1("POST /v1/associations/batch/{op}", "", handleAssociationBatch(st, log))
 }
 
 // handleHealthz answers 200 while the server runs, whatever the database's state (see handleReadyz).

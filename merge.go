@@ -135,21 +135,16 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	mergedIDs, _ := json.Marshal(idsAsWritten)
 	members, changes := mergeMembers(survivor, losers, "")
 
-	repointed := []byte("{}")
-	if res == organizations {
-		nc, err := repoint[contact](ctx, tx, contacts, t.companyID, ids, wr.id)
-		if err != nil {
-			return answer{}, err
-		}
-		nb, err := repoint[business](ctx, tx, businesses, t.companyID, ids, wr.id)
-		if err != nil {
-			return answer{}, err
-		}
-		repointed = fmt.Appendf(nil, `{"contacts":%d,"business":%d}`, nc, nb)
+	repointed, err := repointReferences(ctx, tx, res, t.companyID, ids, wr.id)
+	if err != nil {
+		return answer{}, err
 	}
 	// The DELETE goes before the survivor's update: with the merged objects go their custom values
 	// (schema/0012_custom_fields.sql's trigger), so that a unique value moves without a conflict.
-	deleteLocked[T, P](ctx, tx, res, t.companyID, merged, appendMembers(nil, []member{{"mergedInto", memberRaw(survivor, "id")}}))
+	mergedInto := appendMembers(nil, []member{{"mergedInto", memberRaw(survivor, "id")}})
+	if err := deleteLocked[T, P](ctx, tx, res, t.companyID, merged, mergedInto); err != nil {
+		return answer{}, err
+	}
 	tx.queue(`UPDATE merged_objects SET merged_into = $4 WHERE company_id = $1 AND tbl = $2 AND merged_into = ANY($3)`,
 		t.companyID, res.table, ids, wr.id) // merged into a merged object: lead to the survivor
 	tx.queue(`INSERT INTO merged_objects (company_id, tbl, id, merged_into) SELECT $1, $2, unnest($3::bigint[]), $4`,
@@ -224,6 +219,27 @@ func mergeValue(v, c json.RawMessage) json.RawMessage {
 	}
 	b, _ := json.Marshal(vs) // already compact, and escaped as the API writes
 	return b
+}
+
+// repointReferences points what references the company's objects ids of res at its object to: the
+// associations of ids (moveAssociations), and of organizations, the contacts and business records
+// they are the organization of (repoint). It returns "repointed" of the merge's answer.
+func repointReferences(ctx context.Context, tx *tx, res *resource, companyID int64, ids []int64, to int64) ([]byte, error) {
+	if err := moveAssociations(ctx, tx, companyID, kindOfResource(res), ids, to); err != nil {
+		return nil, err
+	}
+	if res != organizations {
+		return []byte("{}"), nil
+	}
+	nc, err := repoint[contact](ctx, tx, contacts, companyID, ids, to)
+	if err != nil {
+		return nil, err
+	}
+	nb, err := repoint[business](ctx, tx, businesses, companyID, ids, to)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, `{"contacts":%d,"business":%d}`, nc, nb), nil
 }
 
 // repoint points the company's objects of res of the organizations from at to, with an *.updated

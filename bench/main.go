@@ -67,7 +67,11 @@ var scenarios = []scenario{
 	{name: "patch", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody},
 	{name: "patch+key", method: "PATCH", path: "/v1/contacts/{id}", body: patchBody, keyed: true},
 	{name: "events100", method: "GET", path: "/v1/events?limit=100"},
+	{name: "batch100", method: "POST", path: "/v1/contacts/batch/create", body: batchBody},
 }
+
+// batchBody is a batch create of 100 contacts, as an import sends them.
+var batchBody = `{"items":[` + strings.TrimSuffix(strings.Repeat(createBody+",", 100), ",") + `]}`
 
 const patchBody = `{"jobTitle":"Analyst {rand}"}`
 

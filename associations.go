@@ -1,0 +1,886 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Associations: many-to-many links, each with an optional label, between objects of two different
+// kinds, read from either end (schema/0016_associations.sql). The single reference fields
+// (organizationId, ...) stay as they are; associations say what they cannot: a deal with several
+// contacts, each in a role. Every write checks both ends first (they exist and are the company's,
+// locked against a delete) and then writes, so an item that fails leaves nothing; an object's delete
+// takes its associations with it and a merge moves them (deleteLocked, moveAssociations), each with
+// its association.deleted and association.created events.
+
+const maxAssociationItems = 1000 // the most items of a batch of associations
+
+// labelPattern is what a label looks like: a word such as decision_maker; none is the unlabelled one.
+var labelPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+
+// assocKind is a kind of object that associates.
+type assocKind struct {
+	path   string    // its segment of /v1/{kind}/..., and its name in the associations table
+	object string    // its name in an association's JSON, and its event family
+	res    *resource // its objects
+	textID bool      // its ids are written as strings (contacts)
+}
+
+// The kinds that associate, any two different ones.
+var (
+	businessKind     = &assocKind{path: "business", object: "business", res: businesses}
+	contactKind      = &assocKind{path: "contacts", object: "contact", res: contacts, textID: true}
+	organizationKind = &assocKind{path: "organizations", object: "organization", res: organizations}
+	assocKinds       = []*assocKind{businessKind, contactKind, organizationKind}
+)
+
+// kindOf returns the kind whose path or object name is name, or nil.
+func kindOf(name string) *assocKind {
+	for _, k := range assocKinds {
+		if k.path == name || k.object == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// kindOfResource returns the kind of res's objects, or nil when they do not associate.
+func kindOfResource(res *resource) *assocKind {
+	for _, k := range assocKinds {
+		if k.res == res {
+			return k
+		}
+	}
+	return nil
+}
+
+// association is one association, as seen from its end from.
+type association struct {
+	from, to     *assocKind
+	fromID, toID int64
+	label        string // "": none
+	createdAt    time.Time
+	existed      bool // a create's: it was there already (unchanged)
+	err          error
+}
+
+// appendJSON writes a as the API returns it: {"from", "to", "label", "createdAt"}.
+func (a *association) appendJSON(b []byte) []byte {
+	b = appendEnd(append(b, `{"from":`...), a.from, a.fromID)
+	b = appendEnd(append(b, `,"to":`...), a.to, a.toID)
+	b = append(b, `,"label":`...)
+	if a.label == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, a.label)
+	}
+	b = appendTime(append(b, `,"createdAt":`...), a.createdAt)
+	return append(b, '}')
+}
+
+// appendEnd writes one end of an association: {"object": "contact", "id": "12"}, the id typed as in
+// its object.
+func appendEnd(b []byte, k *assocKind, id int64) []byte {
+	b = appendString(append(b, `{"object":`...), k.object)
+	b = append(b, `,"id":`...)
+	if k.textID {
+		b = appendString(b, strconv.FormatInt(id, 10))
+	} else {
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return append(b, '}')
+}
+
+// row returns a's ends in the order of its row: the kind first by name is a.
+func (a *association) row() (aKind string, aID int64, bKind string, bID int64) {
+	if a.from.path < a.to.path {
+		return a.from.path, a.fromID, a.to.path, a.toID
+	}
+	return a.to.path, a.toID, a.from.path, a.fromID
+}
+
+// endSQL is the SQL condition on associations that their end of kind k is the object whose id is
+// the parameter param, and their other end of kind to; and the column of that other end's id. The
+// kinds' names are the server's own, never a client's text.
+func endSQL(k, to *assocKind, param string) (cond, other string) {
+	if k.path < to.path {
+		return fmt.Sprintf("a_kind = '%s' AND a_id = %s AND b_kind = '%s'", k.path, param, to.path), "b_id"
+	}
+	return fmt.Sprintf("b_kind = '%s' AND b_id = %s AND a_kind = '%s'", k.path, param, to.path), "a_id"
+}
+
+// lockEnds locks the company's objects at the ends of items against a change of their key (a
+// delete) until the transaction ends, as a foreign key would, and sets the err of each item with an
+// end that is not there to errNotFound. Round trips: one, a SELECT for each kind.
+func lockEnds(ctx context.Context, tx *tx, companyID int64, items []*association) error {
+	ids := map[*assocKind][]int64{}
+	for _, a := range items {
+		if a.err == nil {
+			ids[a.from] = append(ids[a.from], a.fromID)
+			ids[a.to] = append(ids[a.to], a.toID)
+		}
+	}
+	found := map[*assocKind]map[int64]bool{}
+	var reads []read
+	for k, kindIDs := range ids {
+		found[k] = map[int64]bool{}
+		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`
+		reads = append(reads, eachRow[fieldID](q, []any{companyID, kindIDs}, func(id *fieldID) { found[k][int64(*id)] = true }))
+	}
+	if reads == nil {
+		return nil
+	}
+	if err := tx.read(ctx, reads...); err != nil {
+		return err
+	}
+	for _, a := range items {
+		if a.err == nil && (!found[a.from][a.fromID] || !found[a.to][a.toID]) {
+			a.err = errNotFound
+		}
+	}
+	return nil
+}
+
+// createAssociations stores the items without an err in tx, each with its association.created
+// event, and sets the createdAt of each, and existed of those that were there already (no event).
+// An item whose end is not the company's object fails (errNotFound) and writes nothing. Round trips:
+// the lock of the ends (with BEGIN), the INSERT, the read of those that existed; the events go with
+// COMMIT.
+func createAssociations(ctx context.Context, tx *tx, companyID int64, items []*association) error {
+	if err := lockEnds(ctx, tx, companyID, items); err != nil {
+		return err
+	}
+	rows := rowsOf(items)
+	if len(rows.labels) == 0 {
+		return nil
+	}
+	created := map[string]time.Time{} // by assocRow.key
+	if err := tx.read(ctx, eachRow[assocRow](insertAssociations, rows.args(companyID), func(r *assocRow) { created[r.key()] = r.createdAt })); err != nil {
+		return fmt.Errorf("insert associations: %w", err)
+	}
+	existing := map[string]time.Time{}
+	if len(created) < len(rows.labels) {
+		const q = `SELECT a_kind, a_id, b_kind, b_id, label, created_at FROM associations
+			WHERE company_id = $1 AND (a_kind, a_id, b_kind, b_id, label) IN
+				(SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]))`
+		if err := tx.read(ctx, eachRow[assocRow](q, rows.args(companyID), func(r *assocRow) { existing[r.key()] = r.createdAt })); err != nil {
+			return fmt.Errorf("read associations: %w", err)
+		}
+	}
+	var evs []eventRow
+	for _, a := range items {
+		if a.err != nil {
+			continue
+		}
+		createdAt, ok := created[a.key()]
+		if !ok {
+			a.createdAt = existing[a.key()]
+			a.existed = true
+			continue
+		}
+		a.createdAt = createdAt
+		evs = append(evs, eventRow{"association.created", a.appendJSON(nil), nil})
+	}
+	recordEvents(ctx, tx, companyID, evs)
+	return nil
+}
+
+// insertAssociations stores the rows of assocRows.args that are not there, and returns those it stored.
+const insertAssociations = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, label)
+	SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
+	ON CONFLICT (company_id, a_kind, a_id, b_kind, b_id, label) DO NOTHING
+	RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+
+// deleteAssociations deletes the items without an err in tx, each with its association.deleted
+// event; an item that is not there fails with errNotFound. Round trips: the DELETE (with BEGIN);
+// the events go with COMMIT.
+func deleteAssociations(ctx context.Context, tx *tx, companyID int64, items []*association) error {
+	rows := rowsOf(items)
+	deleted := map[string]time.Time{} // by assocRow.key
+	const q = `DELETE FROM associations WHERE company_id = $1 AND (a_kind, a_id, b_kind, b_id, label) IN
+			(SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]))
+		RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+	if len(rows.labels) > 0 {
+		if err := tx.read(ctx, eachRow[assocRow](q, rows.args(companyID), func(r *assocRow) { deleted[r.key()] = r.createdAt })); err != nil {
+			return fmt.Errorf("delete associations: %w", err)
+		}
+	}
+	var evs []eventRow
+	for _, a := range items {
+		if a.err != nil {
+			continue
+		}
+		createdAt, ok := deleted[a.key()]
+		if !ok {
+			a.err = errNotFound
+			continue
+		}
+		a.createdAt = createdAt
+		evs = append(evs, eventRow{"association.deleted", a.appendJSON(nil), nil})
+	}
+	recordEvents(ctx, tx, companyID, evs)
+	return nil
+}
+
+// assocRows are rows of associations as the arrays a statement unnests: the ends in the rows' order.
+type assocRows struct {
+	aKinds, bKinds, labels []string
+	aIDs, bIDs             []int64
+}
+
+// rowsOf returns the rows of the items without an err.
+func rowsOf(items []*association) assocRows {
+	var rs assocRows
+	for _, a := range items {
+		if a.err != nil {
+			continue
+		}
+		aKind, aID, bKind, bID := a.row()
+		rs.aKinds = append(rs.aKinds, aKind)
+		rs.aIDs = append(rs.aIDs, aID)
+		rs.bKinds = append(rs.bKinds, bKind)
+		rs.bIDs = append(rs.bIDs, bID)
+		rs.labels = append(rs.labels, a.label)
+	}
+	return rs
+}
+
+// args are the arguments of a statement over rs: the company ($1), then the arrays ($2 to $6).
+func (rs assocRows) args(companyID int64) []any {
+	return []any{companyID, rs.aKinds, rs.aIDs, rs.bKinds, rs.bIDs, rs.labels}
+}
+
+// assocRow is a row of associations: its ends in their row's order, its label and when it was made.
+type assocRow struct {
+	aKind, bKind string
+	aID, bID     int64
+	label        string
+	createdAt    time.Time
+}
+
+func (r *assocRow) scanDest() []any {
+	return []any{&r.aKind, &r.aID, &r.bKind, &r.bID, &r.label, &r.createdAt}
+}
+
+// key identifies the row's association: its ends and its label.
+func (r *assocRow) key() string {
+	return fmt.Sprintf("%s %d %s %d %s", r.aKind, r.aID, r.bKind, r.bID, r.label)
+}
+
+// key is the key of a's row (assocRow.key).
+func (a *association) key() string {
+	aKind, aID, bKind, bID := a.row()
+	r := assocRow{aKind: aKind, aID: aID, bKind: bKind, bID: bID, label: a.label}
+	return r.key()
+}
+
+// seenFrom is the association of row r seen from its end of kind k whose id is one of ids.
+func (r *assocRow) seenFrom(k *assocKind) *association {
+	a := &association{from: kindOf(r.aKind), fromID: r.aID, to: kindOf(r.bKind), toID: r.bID, label: r.label, createdAt: r.createdAt}
+	if r.aKind != k.path {
+		a.from, a.fromID, a.to, a.toID = a.to, a.toID, a.from, a.fromID
+	}
+	return a
+}
+
+// removeAssociations deletes every association of the company's objects ids of kind k in tx, with an
+// association.deleted event of each seen from k's end, and returns them: what an object's delete
+// takes with it. Round trips: the DELETE; the events go with the next.
+func removeAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKind, ids []int64) ([]assocRow, error) {
+	var rows []assocRow
+	const q = `DELETE FROM associations WHERE company_id = $1 AND (a_kind = $2 AND a_id = ANY($3) OR b_kind = $2 AND b_id = ANY($3))
+		RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+	if err := tx.read(ctx, rowsInto[assocRow](&rows, q, companyID, k.path, ids)); err != nil {
+		return nil, fmt.Errorf("delete associations: %w", err)
+	}
+	evs := make([]eventRow, len(rows))
+	for i := range rows {
+		evs[i] = eventRow{"association.deleted", rows[i].seenFrom(k).appendJSON(nil), nil}
+	}
+	recordEvents(ctx, tx, companyID, evs)
+	return rows, nil
+}
+
+// moveAssociations moves the associations of the company's objects from (of kind k) to its object
+// to, as a merge does: each is deleted (association.deleted) and made again from to
+// (association.created), unless to has it already. Round trips: the DELETE, the INSERT.
+func moveAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKind, from []int64, to int64) error {
+	rows, err := removeAssociations(ctx, tx, companyID, k, from)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	var items []*association
+	for i := range rows {
+		a := rows[i].seenFrom(k)
+		a.fromID = to
+		items = append(items, a)
+	}
+	var made []assocRow
+	if err := tx.read(ctx, rowsInto[assocRow](&made, insertAssociations, rowsOf(items).args(companyID)...)); err != nil {
+		return fmt.Errorf("move associations: %w", err)
+	}
+	evs := make([]eventRow, len(made))
+	for i := range made {
+		evs[i] = eventRow{"association.created", made[i].seenFrom(k).appendJSON(nil), nil}
+	}
+	recordEvents(ctx, tx, companyID, evs)
+	return nil
+}
+
+// readAssociation reads the association of a PUT or DELETE of /v1/{kind}/{id}/associations/{toKind}/{toId}
+// (from is the route's kind): its ends from the path, and its label from label, the body's or the
+// query's. An unknown toKind, or from's own, is 404; a bad id 400; a bad label 422.
+func readAssociation(r *http.Request, from *assocKind, label string) (*association, *apiError) {
+	to := kindOf(r.PathValue("toKind"))
+	if to == nil || to == from || to.path != r.PathValue("toKind") {
+		return nil, errNoRoute(r)
+	}
+	fromID, aerr := pathID(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	toID, ok := parseID(r.PathValue("toId"))
+	if !ok {
+		return nil, badRequest("invalid_id", fmt.Sprintf("The id in the path must be a positive integer; got %q.", r.PathValue("toId")))
+	}
+	if label != "" && !labelPattern.MatchString(label) {
+		return nil, &apiError{Status: http.StatusUnprocessableEntity, Code: "validation_failed", Detail: "The request has invalid fields.",
+			Errors: []fieldError{{Field: "label", Message: "must be a word of a-z, 0-9 and _, starting with a letter, of at most 40 characters"}}}
+	}
+	return &association{from: from, fromID: fromID, to: to, toID: toID, label: label}, nil
+}
+
+// readLabel reads a PUT's body, none or {"label": "..."}, into label; a bad one is 422.
+func readLabel(members []member, label *string) *apiError {
+	errs := applyCreate(members, []bodyField{{"label", func(raw json.RawMessage) string {
+		if isNull(raw) {
+			return "" // the unlabelled association
+		}
+		s, msg := jsonString(raw, 40)
+		*label = s
+		return msg
+	}, false}})
+	if errs != nil {
+		return clientError(fieldErrors(errs))
+	}
+	return nil
+}
+
+// associationScopeError is the 403 of a key that may not write (or read) both ends of a.
+func associationScopeError(t tenant, a *association, access string) *apiError {
+	if aerr := scopeError(t.scopes, a.from.path+":"+access); aerr != nil {
+		return aerr
+	}
+	return scopeError(t.scopes, a.to.path+":"+access)
+}
+
+// handleAssociationPut answers PUT /v1/{kind}/{id}/associations/{toKind}/{toId}, its body none or
+// {"label": "..."}: 201 with the association, or 200 with it when it was there already; 404 when an
+// end is not the company's object.
+func handleAssociationPut(st *store, from *assocKind, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var wr write
+		var aerr *apiError
+		var label string
+		if _, aerr = queryParams(r); aerr == nil && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
+			wr.members, aerr = readObject(w, r)
+		}
+		if aerr == nil {
+			aerr = readLabel(wr.members, &label)
+		}
+		if aerr == nil {
+			wr.ik, aerr = readIdempotencyKey(r, wr.members)
+		}
+		var a *association
+		if aerr == nil {
+			a, aerr = readAssociation(r, from, label)
+		}
+		if aerr == nil {
+			aerr = associationScopeError(tenantOf(r), a, "write")
+		}
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		runWrite(w, r, st, log, &wr, func(tx *tx) (answer, error) {
+			if err := createAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a}); err != nil || a.err != nil {
+				return answer{}, errors.Join(err, a.err)
+			}
+			status := http.StatusCreated
+			if a.existed {
+				status = http.StatusOK
+			}
+			return answer{status: status, body: append(a.appendJSON(nil), '\n')}, nil
+		})
+	})
+}
+
+// handleAssociationDelete answers DELETE /v1/{kind}/{id}/associations/{toKind}/{toId}?label=...:
+// 204, or 404 when there is no such association.
+func handleAssociationDelete(st *store, from *assocKind, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var wr write
+		q, aerr := queryParams(r, "label")
+		if aerr == nil {
+			wr.ik, aerr = readIdempotencyKey(r, nil)
+		}
+		var a *association
+		if aerr == nil {
+			a, aerr = readAssociation(r, from, q.Get("label"))
+		}
+		if aerr == nil {
+			aerr = associationScopeError(tenantOf(r), a, "write")
+		}
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		runWrite(w, r, st, log, &wr, func(tx *tx) (answer, error) {
+			if err := deleteAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a}); err != nil || a.err != nil {
+				return answer{}, errors.Join(err, a.err)
+			}
+			return answer{status: http.StatusNoContent}, nil
+		})
+	})
+}
+
+// associated is an element of a list of associations: an association's id (its place in the list),
+// label and time, and the object at its other end.
+type associated[T any] struct {
+	id        int64
+	label     string
+	createdAt time.Time
+	obj       T
+}
+
+// associationList is what a list or count of the associations of one object starts with: its
+// ends' kinds, the object, the label asked for (nil: any), and the list's limit and cursor.
+type associationList struct {
+	from, to *assocKind
+	fromID   int64
+	label    *string
+	lq       *listQuery
+	exps     []expansion
+}
+
+// readAssociationList reads a GET of /v1/{kind}/{id}/associations/{toKind}[/count] (from: the
+// route's kind): the kinds, the id, label, limit, cursor (of a list) and expand[] of toKind's.
+func readAssociationList(r *http.Request, st *store, from *assocKind, list bool) (*associationList, error) {
+	to := kindOf(r.PathValue("toKind"))
+	if to == nil || to == from || to.path != r.PathValue("toKind") {
+		return nil, errNoRoute(r)
+	}
+	if aerr := scopeError(tenantOf(r).scopes, to.path+":read"); aerr != nil {
+		return nil, aerr
+	}
+	id, aerr := pathID(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	params := []string{"label", "expand[]"}
+	if list {
+		params = append(params, "limit", "cursor")
+	}
+	q, aerr := queryParams(r, params...)
+	if aerr != nil {
+		return nil, aerr
+	}
+	al := &associationList{from: from, to: to, fromID: id}
+	if v, ok := q["label"]; ok {
+		if !labelPattern.MatchString(v[0]) {
+			return nil, badParam("label", "must be a label: a word of a-z, 0-9 and _, starting with a letter")
+		}
+		al.label = &v[0]
+	}
+	al.exps, aerr = parseExpand(r, q, to.res.expansions)
+	if aerr != nil {
+		return nil, aerr
+	}
+	limit := url.Values{}
+	if v, ok := q["limit"]; ok {
+		limit["limit"] = v
+	}
+	al.lq, aerr = (&listSpec{}).parse(limit)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if !list {
+		return al, nil
+	}
+	if c, ok := q["cursor"]; ok {
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			return nil, err
+		}
+		if aerr := al.lq.readCursor(c[0], key, al.scope(tenantOf(r).companyID)); aerr != nil {
+			return nil, aerr
+		}
+	}
+	return al, nil
+}
+
+// scope is what a cursor of the list is good for: this list of this company, with this label.
+func (al *associationList) scope(companyID int64) string {
+	s := fmt.Sprintf("associations\n%d\n%s %d %s", companyID, al.from.path, al.fromID, al.to.path)
+	if al.label != nil {
+		s += "\nlabel=" + *al.label
+	}
+	return s
+}
+
+// where returns the SQL condition on associations of the list ($2: the object, $3: the label, when
+// one is asked for), the column of the other end's id, and the arguments from $1.
+func (al *associationList) where(companyID int64) (cond, other string, args []any) {
+	cond, other = endSQL(al.from, al.to, "$2")
+	args = []any{companyID, al.fromID}
+	if al.label != nil {
+		cond += " AND label = $3"
+		args = append(args, *al.label)
+	}
+	return cond, other, args
+}
+
+// exists is the read that sets *found when the list's object is the company's.
+func (al *associationList) exists(companyID int64, found *bool) read {
+	return read{`SELECT FROM ` + al.from.res.table + ` WHERE company_id = $1 AND id = $2`, []any{companyID, al.fromID},
+		func(rs rows) error {
+			*found = rs.Next()
+			return rs.Err()
+		}}
+}
+
+// handleAssociationList answers GET /v1/{kind}/{id}/associations/{toKind}: the associations of the
+// company's object id with objects of toKind, oldest first, each {"label", "createdAt", "object"}
+// with the object as its retrieve returns it (expand[] of toKind's). byKind has the list of each kind.
+func handleAssociationList(st *store, from *assocKind, log *slog.Logger) http.Handler {
+	byKind := map[string]func(http.ResponseWriter, *http.Request, *associationList){
+		"business":      associatedPage[business](st, log),
+		"contacts":      associatedPage[contact](st, log),
+		"organizations": associatedPage[organization](st, log),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		al, err := readAssociationList(r, st, from, true)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		byKind[al.to.path](w, r, al)
+	})
+}
+
+// associatedPage answers a page of al, whose other ends are Ts: one round trip for the page (with
+// the check of al's object), one for each expanded kind, as a list page.
+func associatedPage[T any, P object[T]](st *store, log *slog.Logger) func(http.ResponseWriter, *http.Request, *associationList) {
+	return func(w http.ResponseWriter, r *http.Request, al *associationList) {
+		companyID := tenantOf(r).companyID
+		cond, other, args := al.where(companyID)
+		if al.lq.after != nil {
+			args = append(args, al.lq.after.id)
+			cond += " AND id > $" + strconv.Itoa(len(args))
+		}
+		args = append(args, al.lq.limit+1) // and the row that says there is a next page
+		// The page of associations, and for each the object at its other end, as its retrieve reads it.
+		q := `SELECT p.id, p.label, p.created_at, x.* FROM (SELECT id, label, created_at, ` + other + ` AS other
+			FROM associations WHERE company_id = $1 AND ` + cond + ` ORDER BY id LIMIT $` + strconv.Itoa(len(args)) + `) AS p
+			CROSS JOIN LATERAL (` + al.to.res.selectSQL + ` AND id = p.other) AS x ORDER BY p.id`
+		page := make([]associated[T], 0, al.lq.limit+1)
+		found := false
+		err := st.read(r.Context(), al.exists(companyID, &found), read{q, args, func(rs rows) error {
+			for rs.Next() {
+				var e associated[T]
+				if err := rs.Scan(append([]any{&e.id, &e.label, &e.createdAt}, P(&e.obj).scanDest()...)...); err != nil {
+					return err
+				}
+				page = append(page, e)
+			}
+			return rs.Err()
+		}})
+		if err == nil && !found {
+			err = notFound(r.Context(), st.read, al.from.res, companyID, al.fromID)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeAssociatedPage[T, P](w, r, st, log, al, page)
+	}
+}
+
+// writeAssociatedPage sends page, read for al (with one element more than its limit when there is a
+// next page), with the objects' expansions.
+func writeAssociatedPage[T any, P object[T]](w http.ResponseWriter, r *http.Request, st *store, log *slog.Logger, al *associationList, page []associated[T]) {
+	companyID := tenantOf(r).companyID
+	next := ""
+	if len(page) > al.lq.limit {
+		page = page[:al.lq.limit]
+		key, err := st.listCursorKey(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		next = al.lq.cursor(key, al.scope(companyID), page[len(page)-1].id, "", false)
+	}
+	objs := make([]T, len(page))
+	for i := range page {
+		objs[i] = page[i].obj
+	}
+	rel, err := loadRelated[T, P](r.Context(), st.read, companyID, al.exps, objs)
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	b := []byte(`{"data":[`)
+	for i := range page {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"label":`...)
+		if page[i].label == "" {
+			b = append(b, "null"...)
+		} else {
+			b = appendString(b, page[i].label)
+		}
+		b = appendTime(append(b, `,"createdAt":`...), page[i].createdAt)
+		b = appendExpanded(append(b, `,"object":`...), P(&objs[i]), al.exps, rel)
+		b = append(b, '}')
+	}
+	b = appendPagination(append(b, "],"...), al.lq.limit, next)
+	writeJSON(w, r, http.StatusOK, append(b, "}\n"...))
+}
+
+// handleAssociationCount answers GET /v1/{kind}/{id}/associations/{toKind}/count: {"count": n}, the
+// associations of the company's object id with objects of toKind (a pair with two labels counts 2).
+func handleAssociationCount(st *store, from *assocKind, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		al, err := readAssociationList(r, st, from, false)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		companyID := tenantOf(r).companyID
+		cond, _, args := al.where(companyID)
+		var n fieldID // a count read from a row
+		found := false
+		err = st.read(r.Context(), al.exists(companyID, &found),
+			eachRow[fieldID](`SELECT count(*) FROM associations WHERE company_id = $1 AND `+cond, args, func(c *fieldID) { n = *c }))
+		if err == nil && !found {
+			err = notFound(r.Context(), st.read, al.from.res, companyID, al.fromID)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		writeJSON(w, r, http.StatusOK, appendCount(nil, int64(n)))
+	})
+}
+
+// handleAssociationBatch answers POST /v1/associations/batch/{create|delete}, {"items": [{"from":
+// {"object", "id"}, "to": {...}, "label"}, ...]} (1 to maxAssociationItems) and "atomic" (default
+// true): 200 {"data": [{"index", "status": created|unchanged|deleted, "object"}]} (207 when atomic is
+// false and some item failed), else 422 with an errors entry per failing item, nothing changed. The
+// key needs write on both kinds of every item (403 for the whole batch otherwise).
+func handleAssociationBatch(st *store, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.PathValue("op")
+		if op != "create" && op != "delete" { // op is one of the four routesOf routes
+			writeProblem(w, r, errNoRoute(r))
+			return
+		}
+		var wr write
+		var aerr *apiError
+		wr.members, aerr = readObject(w, r)
+		if aerr == nil {
+			wr.ik, aerr = readIdempotencyKey(r, wr.members)
+		}
+		if aerr != nil {
+			writeProblem(w, r, aerr)
+			return
+		}
+		items, atomic, err := readAssociationBatch(wr.members)
+		if err == nil {
+			err = batchScopeError(tenantOf(r), items)
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		write := createAssociations
+		if op == "delete" {
+			write = deleteAssociations
+		}
+		assocs := make([]*association, len(items))
+		for i, it := range items {
+			assocs[i] = &it.obj
+		}
+		var failure answer // an atomic batch's, which errBatchFailed rolls back
+		a, replayed, err := st.writeOnce(r.Context(), tenantOf(r).companyID, wr.ik, func(tx *tx) (answer, error) {
+			if err := write(r.Context(), tx, tenantOf(r).companyID, assocs); err != nil {
+				return answer{}, err
+			}
+			var err error
+			failure, err = associationBatchAnswer(r, items, atomic, op)
+			return failure, err
+		})
+		if errors.Is(err, errBatchFailed) {
+			a, err = failure, nil
+		}
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		a.write(w, r, replayed)
+	})
+}
+
+// readAssociationBatch reads a batch's body: its items, each an association or its failure (its
+// obj.err), and "atomic". The whole body's failure is fieldErrors.
+func readAssociationBatch(members []member) (items []*batchItem[association], atomic bool, err error) {
+	atomic = true
+	errs := applyCreate(members, []bodyField{{"items", func(raw json.RawMessage) string {
+		var raws []json.RawMessage
+		if json.Unmarshal(raw, &raws) != nil || len(raws) == 0 || len(raws) > maxAssociationItems {
+			return fmt.Sprintf("must be an array of 1 to %d items", maxAssociationItems)
+		}
+		for i, raw := range raws {
+			items = append(items, readAssociationItem("items["+strconv.Itoa(i)+"]", raw))
+		}
+		return ""
+	}, true}, {"atomic", boolean(&atomic), false}})
+	if errs != nil {
+		return nil, atomic, fieldErrors(errs)
+	}
+	seen := map[string]int{}
+	for i, it := range items { // two items for one association: its status would be a guess
+		if it.obj.err != nil {
+			continue
+		}
+		if first, dup := seen[it.obj.key()]; dup {
+			it.obj.err = duplicateError("to", first)
+			continue
+		}
+		seen[it.obj.key()] = i
+	}
+	return items, atomic, nil
+}
+
+// readAssociationItem reads one item, {"from": {"object", "id"}, "to": {...}, "label"}, at at.
+func readAssociationItem(at string, raw json.RawMessage) *batchItem[association] {
+	it := &batchItem[association]{at: at}
+	members, dup, ok := jsonMembers(raw)
+	switch {
+	case dup != "":
+		it.obj.err = fieldErrors{{Field: dup, Message: "is given more than once"}}
+	case !ok:
+		it.obj.err = fieldErrors{{Message: "must be a JSON object"}}
+	}
+	if it.obj.err != nil {
+		return it
+	}
+	a := &it.obj
+	errs := applyCreate(members, []bodyField{
+		{"from", readEnd(&a.from, &a.fromID), true},
+		{"to", readEnd(&a.to, &a.toID), true},
+		{"label", func(raw json.RawMessage) string {
+			if isNull(raw) {
+				return ""
+			}
+			s, msg := jsonString(raw, 40)
+			a.label = s
+			if msg == "" && !labelPattern.MatchString(s) {
+				msg = "must be a word of a-z, 0-9 and _, starting with a letter, of at most 40 characters"
+			}
+			return msg
+		}, false}})
+	if errs == nil && a.from == a.to {
+		errs = append(errs, fieldError{Field: "to", Message: "must be an object of another kind than from"})
+	}
+	if errs != nil {
+		a.err = fieldErrors(errs)
+	}
+	return it
+}
+
+// readEnd is the rule of an end of an association: {"object": "contact", "id": "12"}, the id a string
+// of digits or a number.
+func readEnd(k **assocKind, id *int64) func(json.RawMessage) string {
+	return func(raw json.RawMessage) string {
+		members, dup, ok := jsonMembers(raw)
+		object, _ := jsonString(memberRaw(members, "object"), 20)
+		*k = nil
+		for _, kind := range assocKinds {
+			if kind.object == object {
+				*k = kind
+			}
+		}
+		*id = readItemID(memberRaw(members, "id"))
+		if dup != "" || !ok || len(members) != 2 || *k == nil || *id == 0 {
+			return `must be {"object": "contact", "business" or "organization", "id": the object's id}`
+		}
+		return ""
+	}
+}
+
+// batchScopeError is the 403 of a key that may not write both kinds of every item of a batch.
+func batchScopeError(t tenant, items []*batchItem[association]) error {
+	for _, it := range items {
+		if it.obj.err != nil {
+			continue
+		}
+		if aerr := associationScopeError(t, &it.obj, "write"); aerr != nil {
+			return aerr
+		}
+	}
+	return nil
+}
+
+// associationBatchAnswer is the answer of a batch of op whose items ran: 200 with every item's status
+// and association, 207 when some failed; an atomic one batchFailure's and errBatchFailed.
+func associationBatchAnswer(r *http.Request, items []*batchItem[association], atomic bool, op string) (answer, error) {
+	failed := 0
+	for _, it := range items {
+		it.err = it.obj.err
+		if it.err != nil {
+			failed++
+		}
+	}
+	if atomic && failed > 0 {
+		return batchFailure(r, items, failed), errBatchFailed
+	}
+	a := answer{status: http.StatusOK, body: []byte(`{"data":[`)}
+	if failed > 0 {
+		a.status = http.StatusMultiStatus
+	}
+	for i, it := range items {
+		if i > 0 {
+			a.body = append(a.body, ',')
+		}
+		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
+		status := "deleted"
+		switch {
+		case it.err != nil:
+			p := problemJSON(r, it.problem())
+			a.body = append(append(a.body, `,"status":"error","error":`...), p[:len(p)-1]...)
+			a.body = append(a.body, '}')
+			continue
+		case op == "create" && it.obj.existed:
+			status = "unchanged"
+		case op == "create":
+			status = "created"
+		}
+		a.body = appendString(append(a.body, `,"status":`...), status)
+		if status != "deleted" { // as a batch of objects answers a delete: no object
+			a.body = it.obj.appendJSON(append(a.body, `,"object":`...))
+		}
+		a.body = append(a.body, '}')
+	}
+	a.body = append(a.body, "]}\n"...)
+	return a, nil
+}
