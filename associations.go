@@ -884,3 +884,51 @@ func associationBatchAnswer(r *http.Request, items []*batchItem[association], at
 	a.body = append(a.body, "]}\n"...)
 	return a, nil
 }
+
+// associatedParams are the query parameters of the associated filters of a list of kind k's objects.
+func associatedParams(k *assocKind) []string {
+	var ps []string
+	for _, from := range assocKinds {
+		if from != k {
+			ps = append(ps, "associated."+from.path)
+		}
+	}
+	return append(ps, "associatedLabel")
+}
+
+// addAssociated adds to a list or count of kind k's objects the filters of q: associated.{kind}=ID,
+// the objects associated with the company's object ID of that kind, and associatedLabel, with that
+// label (it needs one associated.{kind}). Each is one index walk of the associations of ID.
+func (lq *listQuery) addAssociated(q url.Values, k *assocKind) *apiError {
+	label, hasLabel := q["associatedLabel"]
+	if hasLabel && !labelPattern.MatchString(label[0]) {
+		return badParam("associatedLabel", "must be a label: a word of a-z, 0-9 and _, starting with a letter")
+	}
+	named := false
+	for _, from := range assocKinds {
+		v, ok := q["associated."+from.path]
+		if from == k || !ok {
+			continue
+		}
+		id, valid := parseID(v[0])
+		if !valid {
+			return badParam("associated."+from.path, "must be an id")
+		}
+		named = true
+		lq.args = append(lq.args, id)
+		cond, other := endSQL(from, k, "$"+strconv.Itoa(len(lq.args)+1)) // $1 is the company
+		if hasLabel {
+			lq.args = append(lq.args, label[0])
+			cond += " AND label = $" + strconv.Itoa(len(lq.args)+1)
+		}
+		lq.conds = append(lq.conds, "id IN (SELECT "+other+" FROM associations WHERE company_id = $1 AND "+cond+")")
+		lq.binding += "associated." + from.path + "=" + strconv.Quote(v[0]) + "\n"
+	}
+	if hasLabel && !named {
+		return badParam("associatedLabel", "needs an associated.{kind} filter to apply to")
+	}
+	if hasLabel {
+		lq.binding += "associatedLabel=" + strconv.Quote(label[0]) + "\n"
+	}
+	return nil
+}

@@ -141,8 +141,10 @@ var businessLists = &listSpec{
 		{name: "currencyId", col: "currency_id"},
 		{name: "private", col: "private", kind: filterBool},
 	},
-	ranges: true, custom: "business",
-	q: "title",
+	ranges:     true,
+	custom:     "business",
+	associates: "business",
+	q:          "title",
 }
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company

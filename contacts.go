@@ -140,7 +140,9 @@ var contactLists = &listSpec{
 		{name: "withSales", col: "with_sales", kind: filterBool},
 		{name: "email", col: "email", kind: filterEmail},
 	},
-	ranges: true, custom: "contact",
+	ranges:     true,
+	custom:     "contact",
+	associates: "contacts",
 	// q: name, surname, e-mail or phone contains it. The fields are joined by a newline, which q
 	// cannot hold, so no match spans two fields.
 	q: `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,

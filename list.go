@@ -118,6 +118,7 @@ type listSpec struct {
 	q           string // the SQL text q searches; "": no q
 	newestFirst bool   // by id descending (with no sorts)
 	custom      string // the object whose custom fields filter and sort the list (customfields.go); "": none
+	associates  string // the kind whose associated.{kind} filters the list takes (associations.go); "": none
 }
 
 // rangeFilters are the filters of a spec with ranges.
@@ -160,6 +161,9 @@ func (s *listSpec) params(list bool) []string {
 	}
 	if s.custom != "" {
 		ps = append(ps, "custom.*")
+	}
+	if s.associates != "" {
+		ps = append(ps, associatedParams(kindOf(s.associates))...)
 	}
 	return ps
 }
@@ -224,6 +228,11 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 			if err := lq.addFilter(f, v[0]); err != nil {
 				return nil, err
 			}
+		}
+	}
+	if s.associates != "" {
+		if err := lq.addAssociated(q, kindOf(s.associates)); err != nil {
+			return nil, err
 		}
 	}
 	return lq, nil
