@@ -170,3 +170,43 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 	}
 	wantProblem(t, call(t, "GET", "/v1/openapi.json", "rdx_nope", ""), http.StatusUnauthorized, "unauthorized")
 }
+
+// With a key, the document is a keyed request like any other: the key's rate limit with its
+// RateLimit headers, and a bad key is 401 and a failure of the address, which gets 429 past its
+// limit. Without a key the document stays public, even from that address.
+func TestOpenAPIWithAKeyGoesThroughTheLimits(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	base := startServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "3"}, &syncBuffer{})
+	r := wantStatus(t, callAt(t, nil, base, "GET", "/v1/openapi.json", c.key, ""), http.StatusOK)
+	if p, rl := r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"); p != `"per-key";q=2;w=2` || !strings.HasPrefix(rl, `"per-key";r=1;t=`) {
+		t.Errorf("GET /v1/openapi.json with a key: RateLimit-Policy %q, RateLimit %q; want \"per-key\";q=2;w=2 and \"per-key\";r=1;t=S", p, rl)
+	}
+	refused := false
+	for range 12 { // a burst of 2 at 1/s: most of twelve quick requests are refused
+		if r := callAt(t, nil, base, "GET", "/v1/openapi.json", c.key, ""); r.status == http.StatusTooManyRequests {
+			wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+			refused = true
+		}
+	}
+	if !refused {
+		t.Error("twelve keyed requests for the document at a limit of 1/s: none refused")
+	}
+	for i, key := range []string{"rdx_nope", "", "rdx_nope2", "rdx_nope3"} { // "": an empty header is a bad key
+		req, err := http.NewRequest("GET", base+"/v1/openapi.json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("x-api-key", key)
+		r := doRequest(t, req)
+		if i < 3 {
+			wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+			continue
+		}
+		wantProblem(t, r, http.StatusTooManyRequests, "rate_limited")
+	}
+	file, err := os.ReadFile("api/openapi.json")
+	if r := callAt(t, nil, base, "GET", "/v1/openapi.json", "", ""); err != nil || r.status != http.StatusOK || !bytes.Equal(r.body, file) {
+		t.Errorf("GET /v1/openapi.json without a key from a limited address = %d, %d bytes (%v); want 200, api/openapi.json", r.status, len(r.body), err)
+	}
+}
