@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	_ "embed"
 	"encoding/json"
 	"log/slog"
@@ -26,6 +25,7 @@ var openAPIDocument []byte
 // free-form object); with one (withAuth resolved it, withRateLimit counted it), custom typed by the
 // company's fields, for generated clients.
 func handleCustomOpenAPI(st *store, log *slog.Logger) http.Handler {
+	base := splitOpenAPI(openAPIDocument)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
 		if t.companyID == 0 {
@@ -38,99 +38,292 @@ func handleCustomOpenAPI(st *store, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		var doc map[string]any
-		json.Unmarshal(openAPIDocument, &doc) // openapi_test.go holds it valid
-		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
-		for object, name := range map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"} {
-			props, required, sorts, filters := map[string]any{}, []string{}, []any{}, []any{}
-			for _, f := range fields {
-				if f.Object == object {
-					props[f.Key], required = f.jsonSchema(), append(required, f.Key)
-					sorts, filters = f.listParams(sorts, filters)
-				}
-			}
-			addListParams(doc, "/v1/"+customTables[object], name+"Sort", sorts, filters)
-			schemas[name+"Custom"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required}
-			schemas[name+"CustomPatch"] = map[string]any{"type": "object", "additionalProperties": false, "properties": props}
-			for s, ref := range map[string]string{name: "Custom", name + "Create": "CustomPatch", name + "Update": "CustomPatch",
-				name + "BatchUpdateItem": "CustomPatch", name + "BatchUpsertItem": "CustomPatch"} {
-				if schema, ok := schemas[s].(map[string]any); ok {
-					schema["properties"].(map[string]any)["custom"] = map[string]string{"$ref": "#/components/schemas/" + name + ref}
-				}
-			}
-		}
-		delete(schemas, "CustomValues") // custom's schema in the document without a key
-		dropCustomExamples(doc)
-		b, _ := json.MarshalIndent(doc, "", "  ") // of what it decoded
-		writeJSON(w, r, http.StatusOK, append(b, '\n'))
+		writeJSON(w, r, http.StatusOK, base.typed(fields, customObjects))
 	})
 }
 
-// customSchemas are the JSON Schemas of the values of each type; OPTIONS stands for a select's.
-var customSchemas = map[string]string{"text": `{"type":["string","null"],"maxLength":1000}`, "number": `{"type":["number","null"]}`,
-	"money": `{"type":["number","null"],"minimum":0}`, "date": `{"type":["string","null"],"format":"date"}`,
-	"datetime": `{"type":["string","null"],"format":"date-time"}`, "boolean": `{"type":["boolean","null"]}`,
-	"url": `{"type":["string","null"],"format":"uri"}`, "email": `{"type":["string","null"],"format":"email"}`,
-	"user": `{"type":["integer","null"],"format":"int64","minimum":1}`, "select": `{"type":["string","null"],"enum":[OPTIONS,null]}`,
-	"multiSelect": `{"type":["array","null"],"items":{"type":"string","enum":[OPTIONS]},"maxItems":` + strconv.Itoa(maxMultiSelected) + `}`}
-
-// jsonSchema is the JSON Schema of f's value in custom.
-func (f *customField) jsonSchema() map[string]any {
-	options := appendStrings(nil, f.optionValues()) // a select has one at least
-	s := map[string]any{}
-	json.Unmarshal([]byte(strings.Replace(customSchemas[f.Type], "OPTIONS", string(options[1:len(options)-1]), 1)), &s)
-	s["title"] = f.Label
-	return s
+// openAPIBase is the embedded document, compacted and split once, at start, into the members that a
+// keyed document changes. The keyed document is these members with a few of their values replaced, and
+// every other byte copied: no number, example or key order of api/openapi.json is decoded and
+// re-encoded, so none can change (json.Unmarshal into any made 9223372036854775807 a float64,
+// 9223372036854776000).
+type openAPIBase struct {
+	top, components, paths, schemas, parameters []member
 }
 
-// dropCustomExamples deletes from v, a decoded OpenAPI document or an object in one, each example that
-// holds custom (written with "custom": {}, they fit no company's fields; none sits in an array).
-func dropCustomExamples(v map[string]any) {
-	for k, c := range v {
-		if k == "example" || k == "examples" {
-			if b, _ := json.Marshal(c); bytes.Contains(b, []byte(`"custom"`)) {
-				delete(v, k)
+// splitOpenAPI splits doc, api/openapi.json, for typed. It panics on a document that is not valid
+// JSON, as the server starts: openapi_test.go holds the embedded one valid.
+func splitOpenAPI(doc []byte) *openAPIBase {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, doc); err != nil {
+		panic("api/openapi.json: " + err.Error())
+	}
+	b := &openAPIBase{top: objectMembers(compact.Bytes())}
+	b.paths = objectMembers(memberRaw(b.top, "paths"))
+	b.components = objectMembers(memberRaw(b.top, "components"))
+	b.schemas = objectMembers(memberRaw(b.components, "schemas"))
+	b.parameters = objectMembers(memberRaw(b.components, "parameters"))
+	return b
+}
+
+// customSchemaNames are the names of the schemas of each kind of object that carries custom.
+var customSchemaNames = map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"}
+
+// customExamples are the schemas whose example (or examples) hold an object of a kind with custom
+// (written "custom": {}, or with a field of no company's). A keyed document writes there the company's
+// fields, each null, as an object without values has them, so that the example fits the typed schema
+// (clients/check.sh lints examples as errors). The rest of each example stays as it is.
+var customExamples = map[string]string{"Contact": "contact", "Business": "business", "Event": "contact",
+	"ContactMergeResult": "contact", "OrganizationMergeResult": "organization"}
+
+// typed returns the document with custom typed by fields, the company's live fields in the order of
+// their ids, for the kinds of object in objects; indented as api/openapi.json is, so that what it
+// leaves alone reads byte for byte as there.
+func (b *openAPIBase) typed(fields []customField, objects []string) []byte {
+	schemas := slices.Clone(b.schemas)
+	paths := slices.Clone(b.paths)
+	params := slices.Clone(b.parameters)
+	var added []member
+	for _, object := range objects {
+		of := slices.DeleteFunc(slices.Clone(fields), func(f customField) bool { return f.Object != object })
+		name := customSchemaNames[object]
+		custom, patch := customObjectSchemas(of)
+		added = append(added, member{name + "Custom", custom}, member{name + "CustomPatch", patch})
+		retypeCustom(schemas, name)
+		retypeExamples(schemas, object, customNulls(of))
+		addListParams(paths, params, customTables[object], name+"Sort", of)
+	}
+	schemas = placeCustomSchemas(schemas, added)
+	components := replaceMembers(b.components, member{"schemas", appendMembers(nil, schemas)},
+		member{"parameters", appendMembers(nil, params)})
+	compact := replaceMembers(b.top, member{"paths", appendMembers(nil, paths)}, member{"components", components})
+	var doc bytes.Buffer
+	doc.Grow(len(compact) * 2)
+	json.Indent(&doc, compact, "", "  ") // of what appendMembers wrote: valid
+	doc.WriteByte('\n')
+	return doc.Bytes()
+}
+
+// replaceMembers returns a copy of members with the value of each member of set's name replaced by
+// set's, written as a JSON object.
+func replaceMembers(members []member, set ...member) []byte {
+	members = slices.Clone(members)
+	for _, s := range set {
+		if i := slices.IndexFunc(members, func(m member) bool { return m.name == s.name }); i >= 0 {
+			members[i].raw = s.raw
+		}
+	}
+	return appendMembers(nil, members)
+}
+
+// retypeCustom points custom of the schemas of the kind name (the object, its create and update, and
+// its batch items) at name's typed schemas: the object's at nameCustom, the bodies' at nameCustomPatch.
+func retypeCustom(schemas []member, name string) {
+	for _, s := range []string{name, name + "Create", name + "Update", name + "BatchUpdateItem", name + "BatchUpsertItem"} {
+		ref := []byte(`{"$ref":"#/components/schemas/` + name + `CustomPatch"}`)
+		if s == name {
+			ref = []byte(`{"$ref":"#/components/schemas/` + name + `Custom"}`)
+		}
+		i := slices.IndexFunc(schemas, func(m member) bool { return m.name == s })
+		if i >= 0 { // business has no upsert
+			schemas[i].raw = editMember(schemas[i].raw, []string{"properties", "custom"}, func(json.RawMessage) json.RawMessage { return ref })
+		}
+	}
+}
+
+// retypeExamples writes custom, the company's fields of object each null, in the examples of the
+// schemas that customExamples names for object.
+func retypeExamples(schemas []member, object string, custom []byte) {
+	for i, s := range schemas {
+		if customExamples[s.name] != object {
+			continue
+		}
+		set := func(v json.RawMessage) json.RawMessage { return setCustom(v, custom) }
+		raw := editMember(s.raw, []string{"example"}, set)
+		schemas[i].raw = editMember(raw, []string{"examples"}, set)
+	}
+}
+
+// placeCustomSchemas puts added, the typed schemas of custom, where CustomValues, the free-form one, is
+// in schemas; CustomValues stays only while a schema still refers to it (a kind the document does not
+// type).
+func placeCustomSchemas(schemas, added []member) []member {
+	i := slices.IndexFunc(schemas, func(m member) bool { return m.name == "CustomValues" })
+	ref := []byte(`"#/components/schemas/CustomValues"`)
+	if !slices.ContainsFunc(schemas, func(m member) bool { return bytes.Contains(m.raw, ref) }) {
+		schemas = slices.Delete(schemas, i, i+1)
+	}
+	return slices.Insert(schemas, i, added...)
+}
+
+// editMember returns obj, a JSON object, with the value of the member at path (a name in obj, then in
+// that member's object, ...) replaced by edit's answer to it; obj as it is when there is none.
+func editMember(obj json.RawMessage, path []string, edit func(json.RawMessage) json.RawMessage) json.RawMessage {
+	members := objectMembers(obj)
+	i := slices.IndexFunc(members, func(m member) bool { return m.name == path[0] })
+	if i < 0 {
+		return obj
+	}
+	if len(path) == 1 {
+		members[i].raw = edit(members[i].raw)
+	} else {
+		members[i].raw = editMember(members[i].raw, path[1:], edit)
+	}
+	return appendMembers(nil, members)
+}
+
+// setCustom returns the JSON value v with the object of each member named custom in it, at any depth,
+// replaced by custom; everything else as it is.
+func setCustom(v json.RawMessage, custom []byte) json.RawMessage {
+	switch v[0] {
+	case '{':
+		members := objectMembers(v)
+		for i, m := range members {
+			if m.name == "custom" && m.raw[0] == '{' {
+				members[i].raw = custom
+			} else {
+				members[i].raw = setCustom(m.raw, custom)
 			}
-		} else if m, ok := c.(map[string]any); ok {
-			dropCustomExamples(m)
+		}
+		return appendMembers(nil, members)
+	case '[':
+		elems := arrayElements(v)
+		for i, e := range elems {
+			elems[i] = setCustom(e, custom)
+		}
+		return appendArray(nil, elems)
+	}
+	return v
+}
+
+// arrayElements splits b, a valid JSON array without spaces between its tokens, into its elements.
+func arrayElements(b []byte) (elems []json.RawMessage) {
+	for i := 1; b[i] != ']'; {
+		end := jsonEnd(b, i)
+		elems = append(elems, b[i:end:end])
+		if b[end] == ',' {
+			end++
+		}
+		i = end
+	}
+	return elems
+}
+
+// appendArray appends elems, JSON values, as a JSON array.
+func appendArray(b []byte, elems []json.RawMessage) []byte {
+	b = append(b, '[')
+	for i, e := range elems {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	return append(b, ']')
+}
+
+// addToArray returns arr, a JSON array without spaces, with elems appended.
+func addToArray(arr json.RawMessage, elems []json.RawMessage) json.RawMessage {
+	return appendArray(nil, append(arrayElements(arr), elems...))
+}
+
+// customValueSchemas are the JSON Schemas of the values of each type in custom, and of a list's filter
+// on a field of the type (one value, never null; a multiSelect's names one option). OPTIONS stands for
+// a select's option values.
+var customValueSchemas = map[string]struct{ value, filter string }{
+	"text":        {`{"type":["string","null"],"maxLength":1000}`, `{"type":"string","maxLength":1000}`},
+	"number":      {`{"type":["number","null"]}`, `{"type":"number"}`},
+	"money":       {`{"type":["number","null"],"minimum":0}`, `{"type":"number","minimum":0}`},
+	"date":        {`{"type":["string","null"],"format":"date"}`, `{"type":"string","format":"date"}`},
+	"datetime":    {`{"type":["string","null"],"format":"date-time"}`, `{"type":"string","format":"date-time"}`},
+	"boolean":     {`{"type":["boolean","null"]}`, `{"type":"boolean"}`},
+	"url":         {`{"type":["string","null"],"format":"uri"}`, `{"type":"string","format":"uri"}`},
+	"email":       {`{"type":["string","null"],"format":"email"}`, `{"type":"string","format":"email"}`},
+	"user":        {`{"type":["integer","null"],"format":"int64","minimum":1}`, `{"type":"integer","format":"int64","minimum":1}`},
+	"select":      {`{"type":["string","null"],"enum":[OPTIONS,null]}`, `{"type":"string","enum":[OPTIONS]}`},
+	"multiSelect": {`{"type":["array","null"],"items":{"type":"string","enum":[OPTIONS]},"maxItems":` + strconv.Itoa(maxMultiSelected) + `}`, `{"type":"string","enum":[OPTIONS]}`},
+}
+
+// schemaOf returns template, one of customValueSchemas, for f: its options in place of OPTIONS.
+func (f *customField) schemaOf(template string) []byte {
+	options := appendStrings(nil, f.optionValues()) // a select has one at least
+	return []byte(strings.Replace(template, "OPTIONS", string(options[1:len(options)-1]), 1))
+}
+
+// customObjectSchemas returns the schemas of custom of a kind of object whose fields are fields: in an
+// object (every field present), and in a body (a merge patch: any of them).
+func customObjectSchemas(fields []customField) (custom, patch []byte) {
+	props := make([]member, 0, len(fields))
+	keys := make([]string, 0, len(fields))
+	for _, f := range fields {
+		s := f.schemaOf(customValueSchemas[f.Type].value)
+		titled := append(append(appendString([]byte(`{"title":`), f.Label), ','), s[1:]...)
+		props = append(props, member{f.Key, titled})
+		keys = append(keys, f.Key)
+	}
+	patch = appendMembers(nil, []member{{"type", []byte(`"object"`)}, {"additionalProperties", []byte("false")},
+		{"properties", appendMembers(nil, props)}})
+	if len(keys) == 0 {
+		return patch, patch
+	}
+	custom = append(appendStrings(append(patch[:len(patch)-1:len(patch)-1], `,"required":`...), keys), '}')
+	return custom, patch
+}
+
+// customNulls returns custom of an object without values whose fields are fields: each of them null.
+func customNulls(fields []customField) []byte {
+	nulls := make([]member, 0, len(fields))
+	for _, f := range fields {
+		nulls = append(nulls, member{f.Key, []byte("null")})
+	}
+	return appendMembers(nil, nulls)
+}
+
+// addListParams adds the custom filters of fields to the list and the count of table's objects in
+// paths, and their sorts to the list's parameter sortParam in params (organizations have no count,
+// and no sort).
+func addListParams(paths, params []member, table, sortParam string, fields []customField) {
+	var sorts, filters []json.RawMessage
+	for _, f := range fields {
+		if f.Type != "multiSelect" {
+			sorts = append(sorts, appendString(nil, "custom."+f.Key), appendString(nil, "-custom."+f.Key))
+		}
+		filters = append(filters, f.filterParams()...)
+	}
+	add := func(elems []json.RawMessage) func(json.RawMessage) json.RawMessage {
+		return func(arr json.RawMessage) json.RawMessage { return addToArray(arr, elems) }
+	}
+	for i, p := range paths {
+		if p.name == "/v1/"+table || p.name == "/v1/"+table+"/count" {
+			paths[i].raw = editMember(p.raw, []string{"get", "parameters"}, add(filters))
+		}
+	}
+	for i, p := range params {
+		if p.name == sortParam {
+			params[i].raw = editMember(p.raw, []string{"schema", "enum"}, add(sorts))
 		}
 	}
 }
 
-// listParams appends to sorts and filters f's, as a list's query parameters in an OpenAPI document.
-func (f *customField) listParams(sorts, filters []any) ([]any, []any) {
-	s, ranged := f.jsonSchema(), slices.Contains([]string{"number", "money", "date", "datetime"}, f.Type)
-	if items, ok := s["items"].(map[string]any); ok { // a multiSelect's filter names one option
-		s = items
-	} else if f.Type != "multiSelect" {
-		sorts = append(sorts, "custom."+f.Key, "-custom."+f.Key)
-	}
-	if t, ok := s["type"].([]any); ok { // a filter's value is never null
-		s["type"] = t[0]
-	}
-	if e, ok := s["enum"].([]any); ok && e[len(e)-1] == nil {
-		s["enum"] = e[:len(e)-1]
-	}
+// filterParams returns the query parameters of f's filters, as a list's parameters in an OpenAPI
+// document: custom.<key>, and the ranges of an ordered type.
+func (f *customField) filterParams() []json.RawMessage {
+	ranged := slices.Contains([]string{"number", "money", "date", "datetime"}, f.Type)
+	schema := f.schemaOf(customValueSchemas[f.Type].filter)
+	var params []json.RawMessage
 	for _, op := range slices.Sorted(maps.Keys(customOps)) {
-		if name := "custom." + f.Key; op == "" || ranged {
-			filters = append(filters, map[string]any{"name": name + map[bool]string{true: "[" + op + "]"}[op != ""], "in": "query",
-				"schema": s, "description": "Only objects whose " + name + " " + cmp.Or(map[bool]string{true: "holds"}[f.Type == "multiSelect"], customOps[op]) + " this value."})
+		if op != "" && !ranged {
+			continue
 		}
-	}
-	return sorts, filters
-}
-
-// addListParams adds a company's custom filters to the list and count at path of its OpenAPI document
-// doc, and its custom sorts to the list's parameter sortParam (organizations have no count, no sort).
-func addListParams(doc map[string]any, path, sortParam string, sorts, filters []any) {
-	for _, p := range []string{path, path + "/count"} {
-		item, _ := doc["paths"].(map[string]any)[p].(map[string]any)
-		if op, ok := item["get"].(map[string]any); ok {
-			op["parameters"] = append(op["parameters"].([]any), filters...)
+		name := "custom." + f.Key
+		verb := customOps[op]
+		if op != "" {
+			name += "[" + op + "]"
+		} else if f.Type == "multiSelect" {
+			verb = "holds"
 		}
+		description := "Only objects whose custom." + f.Key + " " + verb + " this value."
+		params = append(params, appendMembers(nil, []member{{"name", appendString(nil, name)}, {"in", []byte(`"query"`)},
+			{"description", appendString(nil, description)}, {"schema", schema}}))
 	}
-	if sort, ok := doc["components"].(map[string]any)["parameters"].(map[string]any)[sortParam].(map[string]any); ok {
-		schema := sort["schema"].(map[string]any)
-		schema["enum"] = append(schema["enum"].([]any), sorts...)
-	}
+	return params
 }

@@ -120,9 +120,9 @@ func TestCustomOpenAPIDocument(t *testing.T) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatal(err)
 	}
-	// Examples written with "custom": {} fit no company's fields; CustomValues is the keyless custom.
-	if b := string(body); strings.Contains(b, `"custom": {}`) || strings.Contains(b, "CustomValues") {
-		t.Error(`the document fetched with a key keeps an example with "custom": {}, or CustomValues`)
+	// CustomValues, the keyless custom, is gone (the examples: TestKeyedOpenAPIDiffersOnlyInCustom).
+	if strings.Contains(string(body), "CustomValues") {
+		t.Error("the document fetched with a key keeps CustomValues")
 	}
 	s := doc.Components.Schemas
 	for name, want := range map[string]string{"Contact": "ContactCustom", "ContactBatchUpdateItem": "ContactCustomPatch",
@@ -208,5 +208,123 @@ func TestOpenAPIWithAKeyGoesThroughTheLimits(t *testing.T) {
 	file, err := os.ReadFile("api/openapi.json")
 	if r := callAt(t, nil, base, "GET", "/v1/openapi.json", "", ""); err != nil || r.status != http.StatusOK || !bytes.Equal(r.body, file) {
 		t.Errorf("GET /v1/openapi.json without a key from a limited address = %d, %d bytes (%v); want 200, api/openapi.json", r.status, len(r.body), err)
+	}
+}
+
+// decodeExact decodes the JSON document b with every number as written (json.Number).
+func decodeExact(t *testing.T, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// withoutCustom returns v, a decoded OpenAPI document or a value in one, without what a key types by
+// its company's fields: members named custom, the schemas of custom (CustomValues, <Kind>Custom,
+// <Kind>CustomPatch), and the custom.<key> filters and sorts.
+func withoutCustom(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, c := range v {
+			if k != "custom" && k != "CustomValues" && !strings.HasSuffix(k, "Custom") && !strings.HasSuffix(k, "CustomPatch") {
+				out[k] = withoutCustom(c)
+			}
+		}
+		return out
+	case []any:
+		out := []any{}
+		for _, c := range v {
+			if !isCustomParam(c) {
+				out = append(out, withoutCustom(c))
+			}
+		}
+		return out
+	}
+	return v
+}
+
+// isCustomParam reports whether v is a custom sort (custom.<key>, -custom.<key>) or filter parameter.
+func isCustomParam(v any) bool {
+	if s, ok := v.(string); ok {
+		return strings.HasPrefix(strings.TrimPrefix(s, "-"), "custom.")
+	}
+	p, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	name, ok := p["name"].(string)
+	return ok && strings.HasPrefix(name, "custom.")
+}
+
+// dig returns the value at path in v, a decoded JSON value: names of members and indexes of elements.
+func dig(v any, path ...any) any {
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[s]
+		case int:
+			a, _ := v.([]any)
+			if s >= len(a) {
+				return nil
+			}
+			v = a[s]
+		}
+	}
+	return v
+}
+
+// The document fetched with a key is the document without one but for custom: every number and
+// example the same, and the examples' custom the company's fields, each null, as an object without
+// values has them (so that they fit the typed schemas, which clients/check.sh lints them against).
+func TestKeyedOpenAPIDiffersOnlyInCustom(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`)
+	defineField(t, c.key, `{"object": "contact", "key": "arr", "label": "ARR", "type": "number"}`)
+	defineField(t, c.key, `{"object": "business", "key": "renewal", "label": "Renewal", "type": "date"}`)
+	defineField(t, c.key, `{"object": "organization", "key": "tags", "label": "Tags", "type": "multiSelect", "options": [{"value": "a"}]}`)
+	plain := decodeExact(t, mustGet(t, "", "/v1/openapi.json").body)
+	keyed := decodeExact(t, mustGet(t, c.key, "/v1/openapi.json").body)
+	if diff := cmp.Diff(withoutCustom(plain), withoutCustom(keyed)); diff != "" {
+		t.Errorf("the keyed document differs from the plain one outside custom (-plain +keyed):\n%s", diff)
+	}
+	contact := map[string]any{"tier": nil, "arr": nil}
+	for _, tc := range []struct {
+		path []any
+		want map[string]any
+	}{
+		{[]any{"Contact", "examples", 0, "custom"}, contact},
+		{[]any{"Business", "examples", 0, "custom"}, map[string]any{"renewal": nil}},
+		{[]any{"Event", "example", "data", "object", "custom"}, contact},
+		{[]any{"ContactMergeResult", "example", "object", "custom"}, contact},
+		{[]any{"OrganizationMergeResult", "example", "object", "custom"}, map[string]any{"tags": nil}},
+	} {
+		path := append([]any{"components", "schemas"}, tc.path...)
+		if diff := cmp.Diff(tc.want, dig(keyed, path...)); diff != "" {
+			t.Errorf("keyed document's %v (-want +got):\n%s", tc.path, diff)
+		}
+		if dig(plain, path...) == nil {
+			t.Errorf("plain document's %v: missing; want the example's custom", tc.path)
+		}
+	}
+}
+
+// 9223372036854775807, the largest id, stays that in the keyed document: decoded into any, it would
+// be a float64, 9223372036854776000.
+func TestKeyedOpenAPIKeepsTheInt64Maximum(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "text"}`)
+	body := mustGet(t, c.key, "/v1/openapi.json").body
+	file, err := os.ReadFile("api/openapi.json")
+	max := []byte(`"maximum": 9223372036854775807,`)
+	if n := bytes.Count(body, max); err != nil || n == 0 || n != bytes.Count(file, max) || bytes.Contains(body, []byte("9223372036854776000")) {
+		t.Errorf("keyed document: %d of %q (%v); want api/openapi.json's %d, and no 9223372036854776000", n, max, err, bytes.Count(file, max))
 	}
 }
