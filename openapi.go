@@ -23,23 +23,37 @@ var openAPIDocument []byte
 
 // handleCustomOpenAPI answers GET /v1/openapi.json: without a key the embedded document (custom a
 // free-form object); with one (withAuth resolved it, withRateLimit counted it), custom typed by the
-// company's fields, for generated clients.
+// company's fields of the kinds of object the key reads, for generated clients. A key that reads none
+// of them gets the embedded document: it would learn nothing from the rest.
 func handleCustomOpenAPI(st *store, log *slog.Logger) http.Handler {
 	base := splitOpenAPI(openAPIDocument)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
-		if t.companyID == 0 {
+		objects := readableObjects(t.scopes)
+		if t.companyID == 0 || len(objects) == 0 {
 			writeJSON(w, r, http.StatusOK, openAPIDocument)
 			return
 		}
 		var fields []customField
-		err := st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` ORDER BY id`, t.companyID))
+		err := st.read(r.Context(), rowsInto[customField](&fields, customFields.selectSQL+` AND object = ANY($2) ORDER BY id`, t.companyID, objects))
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		writeJSON(w, r, http.StatusOK, base.typed(fields, customObjects))
+		writeJSON(w, r, http.StatusOK, base.typed(fields, objects))
 	})
+}
+
+// readableObjects returns the kinds of object that carry custom (customObjects) whose read scope
+// (contacts:read for contact, ...) scopes cover.
+func readableObjects(scopes []string) []string {
+	var objects []string
+	for _, object := range customObjects {
+		if covers(scopes, customTables[object]+":read") {
+			objects = append(objects, object)
+		}
+	}
+	return objects
 }
 
 // openAPIBase is the embedded document, compacted and split once, at start, into the members that a

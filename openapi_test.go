@@ -328,3 +328,40 @@ func TestKeyedOpenAPIKeepsTheInt64Maximum(t *testing.T) {
 		t.Errorf("keyed document: %d of %q (%v); want api/openapi.json's %d, and no 9223372036854776000", n, max, err, bytes.Count(file, max))
 	}
 }
+
+// A key sees custom typed only for the kinds of object it reads: a key of keys:read alone gets the
+// document without a key, byte for byte; one that reads contacts, or writes business records (which
+// covers reading them), sees those fields only, the other kinds' custom staying CustomValues.
+func TestKeyedOpenAPIShowsOnlyTheKindsTheKeyReads(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`)
+	defineField(t, c.key, `{"object": "business", "key": "arr", "label": "ARR", "type": "number"}`)
+	file, err := os.ReadFile("api/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := mustGet(t, *makeKey(t, c.key, "keys:read").Key, "/v1/openapi.json"); !bytes.Equal(r.body, file) {
+		t.Errorf("a keys:read key: %d bytes; want api/openapi.json's %d, no custom field typed in", len(r.body), len(file))
+	}
+	for _, tc := range []struct {
+		scopes     []string
+		typed      string // the schema of custom the key's document has
+		untyped    string // the kind it leaves with CustomValues
+		has, hasNo string // a filter of the key's kind, and of the other
+	}{
+		{[]string{"contacts:read", "keys:read"}, "ContactCustom", "Business", "custom.tier", "custom.arr"},
+		{[]string{"business:write"}, "BusinessCustom", "Contact", "custom.arr", "custom.tier"},
+	} {
+		body := mustGet(t, *makeKey(t, c.key, tc.scopes...).Key, "/v1/openapi.json").body
+		doc := decodeExact(t, body)
+		schemas := []any{"components", "schemas"}
+		untyped := dig(doc, append(schemas, tc.untyped, "properties", "custom", "$ref")...)
+		if dig(doc, append(schemas, tc.typed)...) == nil || untyped != "#/components/schemas/CustomValues" ||
+			!bytes.Contains(body, []byte(`"`+tc.has+`"`)) || bytes.Contains(body, []byte(tc.hasNo)) {
+			t.Errorf("a key of %v: %s %v, %s.custom %v, filter %s %v, %s %v; want %s, CustomValues, %s only",
+				tc.scopes, tc.typed, dig(doc, append(schemas, tc.typed)...) != nil, tc.untyped, untyped,
+				tc.has, bytes.Contains(body, []byte(tc.has)), tc.hasNo, bytes.Contains(body, []byte(tc.hasNo)), tc.typed, tc.has)
+		}
+	}
+}
