@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -363,5 +366,141 @@ func TestKeyedOpenAPIShowsOnlyTheKindsTheKeyReads(t *testing.T) {
 				tc.scopes, tc.typed, dig(doc, append(schemas, tc.typed)...) != nil, tc.untyped, untyped,
 				tc.has, bytes.Contains(body, []byte(tc.has)), tc.hasNo, bytes.Contains(body, []byte(tc.hasNo)), tc.typed, tc.has)
 		}
+	}
+}
+
+// The keyed document is built once per change of the company's fields: new at once after a field is
+// created, has its label or options changed, or is deleted; the same while they stay as they are,
+// whatever another company or a kind the key does not read defines; and then kept, not built again.
+func TestKeyedOpenAPIIsBuiltOncePerChangeOfTheFields(t *testing.T) {
+	t.Parallel()
+	c, other := newTestCompany(t), newTestCompany(t)
+	contactsKey := *makeKey(t, c.key, "contacts:read").Key
+	get := func(key string) string { return string(mustGet(t, key, "/v1/openapi.json").body) }
+	contactsNone := get(contactsKey)
+	var field string // the contact field's path, once made
+	steps := []struct {
+		name, by, method, path, body string // by: the key that makes the change; a PATCH is of field
+		reader                       string // the key that reads the document
+		want                         string // in the document after the step; "": the document is the same
+	}{
+		{"a contact field is created", c.key, "POST", "/v1/customFields",
+			`{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`, c.key, `"custom.tier"`},
+		{"its label changes", c.key, "PATCH", "", `{"label": "Level"}`, c.key, `"title": "Level"`},
+		{"an option is added", c.key, "PATCH", "", `{"options": [{"value": "gold"}, {"value": "silver"}]}`, c.key, `"silver"`},
+		{"nothing changes", c.key, "", "", "", c.key, ""},
+		{"another company defines a field", other.key, "POST", "/v1/customFields", `{"object": "contact", "key": "x", "label": "X", "type": "text"}`, c.key, ""},
+		{"a business field is created, for a key that reads contacts only", c.key, "POST", "/v1/customFields",
+			`{"object": "business", "key": "arr", "label": "ARR", "type": "number"}`, contactsKey, ""},
+	}
+	for _, s := range steps {
+		before := get(s.reader)
+		switch s.method {
+		case "POST":
+			o, _ := create(t, s.by, s.path, s.body)
+			if field == "" {
+				field = itemPath("/v1/customFields", o.id())
+			}
+		case "PATCH":
+			wantStatus(t, call(t, s.method, field, s.by, s.body), http.StatusOK)
+		}
+		doc := get(s.reader)
+		if s.want == "" && doc != before || s.want != "" && (doc == before || !strings.Contains(doc, s.want)) {
+			t.Errorf("after %s: the document changed %v, holds %q %v; want it changed and holding it, or unchanged for \"\"",
+				s.name, doc != before, s.want, strings.Contains(doc, s.want))
+		}
+	}
+	wantStatus(t, call(t, "DELETE", field, c.key, ""), http.StatusNoContent)
+	if get(contactsKey) != contactsNone {
+		t.Error("after the contact field is deleted, a key that reads contacts gets another document than before it was made")
+	}
+	// Kept: the same state is served from the same bytes, until a field changes.
+	docs := newOpenAPIDocs(openAPIDocument)
+	keyed := func() servedDoc {
+		d, err := docs.keyed(context.Background(), testEnv.st, c.id, customObjects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := keyed()
+	if again := keyed(); &again.json[0] != &first.json[0] || &again.gzip[0] != &first.gzip[0] {
+		t.Error("the same fields: the document was built again")
+	}
+	defineField(t, c.key, `{"object": "organization", "key": "size", "label": "Size", "type": "number"}`)
+	if again := keyed(); &again.json[0] == &first.json[0] {
+		t.Error("a field created: the document kept")
+	}
+}
+
+// The keyed documents kept stay within the limit: past it the least recently served goes, and one
+// larger than a quarter of it is not kept.
+func TestOpenAPIDocsKeepTheMostRecentlyServed(t *testing.T) {
+	t.Parallel()
+	docs := newOpenAPIDocs(openAPIDocument)
+	docs.limit = 100
+	doc := func(n int) servedDoc { return servedDoc{json: make([]byte, n), gzip: make([]byte, 1)} }
+	fp := fieldsPrint{n: 1}
+	for id := range int64(4) { // 4 × 25 bytes: the limit
+		docs.put(docKey{id, "contact"}, fp, doc(24))
+	}
+	docs.get(docKey{0, "contact"}, fp) // 1 is now the least recently served
+	docs.put(docKey{4, "contact"}, fp, doc(24))
+	docs.put(docKey{5, "contact"}, fp, doc(26)) // over a quarter: not kept
+	var kept []int64
+	for id := range int64(6) {
+		if _, ok := docs.get(docKey{id, "contact"}, fp); ok {
+			kept = append(kept, id)
+		}
+	}
+	if !slices.Equal(kept, []int64{0, 2, 3, 4}) || docs.size != 100 {
+		t.Errorf("kept %v, %d bytes; want [0 2 3 4], 100", kept, docs.size)
+	}
+	if _, ok := docs.get(docKey{0, "contact"}, fieldsPrint{n: 2}); ok {
+		t.Error("a document of other fields (another print) was served")
+	}
+}
+
+// BenchmarkOpenAPIKeyed serves the keyed document of a company with 120 select fields (40 per kind of
+// object, 5 options each): the handler alone, as a client that takes gzip asks (handler), and through
+// the test server and a client, with gzip and without (the client's share included).
+func BenchmarkOpenAPIKeyed(b *testing.B) {
+	nc, err := testEnv.st.createCompany(context.Background(), "Bench "+b.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 120 {
+		body := fmt.Sprintf(`{"object": %q, "key": "f%d", "label": "Field %d", "type": "select",
+			"options": [{"value": "a"}, {"value": "b"}, {"value": "c"}, {"value": "d"}, {"value": "e"}]}`, customObjects[i%3], i, i)
+		r, err := send(nil, testEnv.baseURL, "POST", "/v1/customFields", nc.APIKey, body)
+		if err != nil || r.status != http.StatusCreated {
+			b.Fatalf("define field %d: %v %d %s", i, err, r.status, r.body)
+		}
+	}
+	b.Run("handler", func(b *testing.B) {
+		h := handleCustomOpenAPI(testEnv.st, slog.New(slog.DiscardHandler))
+		ri := &reqInfo{tenant: tenant{companyID: nc.CompanyID, scopes: []string{"*"}}}
+		for b.Loop() {
+			req := httptest.NewRequestWithContext(context.WithValue(context.Background(), reqInfoKey{}, ri), "GET", "/v1/openapi.json", nil)
+			req.Header.Set("Accept-Encoding", "gzip")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Fatalf("GET /v1/openapi.json: %d", rec.Code)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"gzip", nil}, {"identity", rawClient}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				r, err := send(tc.client, testEnv.baseURL, "GET", "/v1/openapi.json", nc.APIKey, "")
+				if err != nil || r.status != http.StatusOK {
+					b.Fatalf("GET /v1/openapi.json: %v %d", err, r.status)
+				}
+			}
+		})
 	}
 }
