@@ -184,13 +184,13 @@ func (a *authenticator) forget(hash []byte) {
 var errUnauthorized = &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
 	Detail: "A valid API key is required in the x-api-key header."}
 
-// withAuth maps the x-api-key header to a tenant for every keyed path: all under /v1/ but the OpenAPI
-// document. A missing, unknown or revoked key, or two headers, get the same 401 and count as failures
-// of the client's address; an address over the failure limit gets 429 for them instead, but a valid
-// key is served from any address.
+// withAuth maps the x-api-key header to a tenant for every keyed request: all under /v1/ but the
+// OpenAPI document asked for without the header (isPublic). A missing, unknown or revoked key, or two
+// headers, get the same 401 and count as failures of the client's address; an address over the
+// failure limit gets 429 for them instead, but a valid key is served from any address.
 func withAuth(a *authenticator, fails *failureLimiter, trusted []netip.Prefix, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1/openapi.json" {
+		if isPublic(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -227,4 +227,14 @@ func withScope(scope string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isPublic reports whether r needs no key: a path outside /v1/, or the OpenAPI document without an
+// x-api-key header. With one, the document describes the key's company, so the key is checked, limited
+// and counted like any other (an empty or unknown key is 401, not the public document).
+func isPublic(r *http.Request) bool {
+	if !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return true
+	}
+	return r.URL.Path == "/v1/openapi.json" && len(r.Header.Values("x-api-key")) == 0
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -528,85 +527,4 @@ func TestCustomListsFilterSortAndCount(t *testing.T) {
 			t.Errorf("business by -renewal = %v", got)
 		}
 	})
-}
-
-func TestCustomOpenAPIDocument(t *testing.T) {
-	t.Parallel()
-	c := newTestCompany(t)
-	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "options": [{"value": "gold"}]}`)
-	defineField(t, c.key, `{"object": "business", "key": "arr", "label": "ARR", "type": "number"}`)
-	defineField(t, c.key, `{"object": "organization", "key": "tags", "label": "T", "type": "multiSelect", "options": [{"value": "a"}]}`)
-	defineField(t, c.key, `{"object": "organization", "key": "size", "label": "S", "type": "number"}`)
-	type schema struct {
-		Ref        string `json:"$ref"`
-		Type       any
-		Enum       []any
-		Required   []string
-		Properties map[string]schema
-	}
-	type param struct {
-		Name   string
-		Ref    string `json:"$ref"`
-		Schema schema
-	}
-	var doc struct {
-		Paths      map[string]struct{ Get struct{ Parameters []param } }
-		Components struct {
-			Schemas    map[string]schema
-			Parameters map[string]param
-		}
-	}
-	body := mustGet(t, c.key, "/v1/openapi.json").body
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatal(err)
-	}
-	// Examples written with "custom": {} fit no company's fields; CustomValues is the keyless custom.
-	if b := string(body); strings.Contains(b, `"custom": {}`) || strings.Contains(b, "CustomValues") {
-		t.Error(`the document fetched with a key keeps an example with "custom": {}, or CustomValues`)
-	}
-	s := doc.Components.Schemas
-	for name, want := range map[string]string{"Contact": "ContactCustom", "ContactBatchUpdateItem": "ContactCustomPatch",
-		"ContactBatchUpsertItem": "ContactCustomPatch", "BusinessBatchUpdateItem": "BusinessCustomPatch"} {
-		if got := s[name].Properties["custom"].Ref; got != "#/components/schemas/"+want {
-			t.Errorf("%s.custom = %q; want %s", name, got, want)
-		}
-	}
-	if got := s["ContactCustom"]; !slices.Equal(got.Required, []string{"tier"}) || !slices.Equal(got.Properties["tier"].Enum, []any{"gold", nil}) {
-		t.Errorf("ContactCustom = %+v", got)
-	}
-	if got := s["BusinessCustomPatch"].Properties["arr"].Type; fmt.Sprint(got) != "[number null]" || len(s["OrganizationCustom"].Properties) != 2 {
-		t.Errorf("BusinessCustomPatch.arr type %v, OrganizationCustom %+v", got, s["OrganizationCustom"])
-	}
-	// The lists and counts take the company's custom filters, and the lists its custom sorts.
-	params := func(path string) (names []string, schemas map[string]schema) {
-		schemas = map[string]schema{}
-		for _, p := range doc.Paths[path].Get.Parameters {
-			names, schemas[p.Name] = append(names, p.Name), p.Schema
-		}
-		return names, schemas
-	}
-	names, schemas := params("/v1/contacts")
-	if !slices.Contains(names, "custom.tier") || fmt.Sprintf("%v %v", schemas["custom.tier"].Type, schemas["custom.tier"].Enum) != "string [gold]" ||
-		slices.Contains(names, "custom.tier[gte]") {
-		t.Errorf("/v1/contacts parameters %v; custom.tier %+v", names, schemas["custom.tier"])
-	}
-	if got := doc.Components.Parameters["ContactSort"].Schema.Enum; !slices.Contains(got, any("-custom.tier")) {
-		t.Errorf("ContactSort enum %v", got)
-	}
-	if names, schemas = params("/v1/business/count"); fmt.Sprint(schemas["custom.arr[gte]"].Type) != "number" || !slices.Contains(names, "custom.arr[lt]") {
-		t.Errorf("/v1/business/count parameters %v", names)
-	}
-	if names, schemas = params("/v1/organizations"); slices.Contains(names, "sort") || fmt.Sprint(schemas["custom.tags"].Enum) != "[a]" ||
-		!slices.Contains(names, "custom.size[lte]") {
-		t.Errorf("/v1/organizations parameters %v (a sort, which its list refuses?); custom.tags %+v", names, schemas["custom.tags"])
-	}
-	// The server takes what the document declares.
-	for _, path := range []string{"/v1/contacts?custom.tier=gold&sort=-custom.tier", "/v1/business/count?custom.arr[lt]=5",
-		"/v1/organizations?custom.size[gte]=1&custom.tags=a"} {
-		mustGet(t, c.key, path)
-	}
-	if r := mustGet(t, "", "/v1/openapi.json"); string(r.body) != string(openAPIDocument) {
-		t.Error("without a key, the document is not the embedded one")
-	}
-	wantProblem(t, call(t, "GET", "/v1/openapi.json", "rdx_nope", ""), http.StatusUnauthorized, "unauthorized")
 }
