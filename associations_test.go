@@ -254,6 +254,8 @@ func TestListsFilterByAssociatedObjects(t *testing.T) {
 		fmt.Sprintf("associated.business=%d&associatedLabel=champion", deal.id()):           ids[:2],
 		fmt.Sprintf("associated.business=%d&sort=-name&limit=1", deal.id()):                 {ids[3], ids[2], ids[1], ids[0]},
 		fmt.Sprintf("associated.business=%d&q=C3", deal.id()):                               {ids[3]},
+		fmt.Sprintf("associated.business=%d&sort=-id&limit=1", deal.id()):                   {ids[3], ids[2], ids[1], ids[0]},
+		fmt.Sprintf("associated.business=%d&withSales=true&limit=1", deal.id()):             nil,
 		fmt.Sprintf("associated.business=%d&associatedLabel=champion&sort=name", deal.id()): ids[:2],
 		"associated.business=999999999":                                                     nil,
 	} {
