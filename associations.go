@@ -130,7 +130,11 @@ func lockEnds(ctx context.Context, tx *tx, companyID int64, items []*association
 	}
 	found := map[*assocKind]map[int64]bool{}
 	var reads []read
-	for k, kindIDs := range ids {
+	for _, k := range assocKinds { // in one order, as each kind's rows in id order: lockers wait in turn
+		kindIDs, ok := ids[k]
+		if !ok {
+			continue
+		}
 		found[k] = map[int64]bool{}
 		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`
 		reads = append(reads, eachRow[fieldID](q, []any{companyID, kindIDs}, func(id *fieldID) { found[k][int64(*id)] = true }))
@@ -358,20 +362,21 @@ func readAssociation(r *http.Request, from *assocKind, label string) (*associati
 	return &association{from: from, fromID: fromID, to: to, toID: toID, label: label}, nil
 }
 
-// readLabel reads a PUT's body, none or {"label": "..."}, into label; a bad one is 422.
-func readLabel(members []member, label *string) *apiError {
+// readLabel reads the label of a PUT's body, none or {"label": "..."}; a bad one is 422.
+func readLabel(members []member) (string, *apiError) {
+	var label string
 	errs := applyCreate(members, []bodyField{{"label", func(raw json.RawMessage) string {
 		if isNull(raw) {
 			return "" // the unlabelled association
 		}
 		s, msg := jsonString(raw, 40)
-		*label = s
+		label = s
 		return msg
 	}, false}})
 	if errs != nil {
-		return clientError(fieldErrors(errs))
+		return "", clientError(fieldErrors(errs))
 	}
-	return nil
+	return label, nil
 }
 
 // associationScopeError is the 403 of a key that may not write (or read) both ends of a.
@@ -387,32 +392,18 @@ func associationScopeError(t tenant, a *association, access string) *apiError {
 // end is not the company's object.
 func handleAssociationPut(st *store, from *assocKind, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var wr write
-		var aerr *apiError
-		var label string
-		if _, aerr = queryParams(r); aerr == nil && (r.ContentLength != 0 || r.Header.Get("Content-Type") != "") {
-			wr.members, aerr = readObject(w, r)
-		}
-		if aerr == nil {
-			aerr = readLabel(wr.members, &label)
-		}
-		if aerr == nil {
-			wr.ik, aerr = readIdempotencyKey(r, wr.members)
-		}
-		var a *association
-		if aerr == nil {
-			a, aerr = readAssociation(r, from, label)
-		}
-		if aerr == nil {
-			aerr = associationScopeError(tenantOf(r), a, "write")
-		}
+		wr, a, aerr := readAssociationPut(w, r, from)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		runWrite(w, r, st, log, &wr, func(tx *tx) (answer, error) {
-			if err := createAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a}); err != nil || a.err != nil {
-				return answer{}, errors.Join(err, a.err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			err := createAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a})
+			if err == nil {
+				err = a.err
+			}
+			if err != nil {
+				return answer{}, err
 			}
 			status := http.StatusCreated
 			if a.existed {
@@ -423,33 +414,71 @@ func handleAssociationPut(st *store, from *assocKind, log *slog.Logger) http.Han
 	})
 }
 
+// readAssociationPut reads a PUT of an association: no query parameters, a body (none, or a JSON
+// object with a label), its Idempotency-Key, the association its path names, and the key's scopes.
+func readAssociationPut(w http.ResponseWriter, r *http.Request, from *assocKind) (*write, *association, *apiError) {
+	var wr write
+	if _, aerr := queryParams(r); aerr != nil {
+		return nil, nil, aerr
+	}
+	if r.ContentLength != 0 || r.Header.Get("Content-Type") != "" { // a body, sent as a POST's
+		members, aerr := readObject(w, r)
+		if aerr != nil {
+			return nil, nil, aerr
+		}
+		wr.members = members
+	}
+	label, aerr := readLabel(wr.members)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	wr.ik, aerr = readIdempotencyKey(r, wr.members)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	a, aerr := readAssociation(r, from, label)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return &wr, a, associationScopeError(tenantOf(r), a, "write")
+}
+
 // handleAssociationDelete answers DELETE /v1/{kind}/{id}/associations/{toKind}/{toId}?label=...:
 // 204, or 404 when there is no such association.
 func handleAssociationDelete(st *store, from *assocKind, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var wr write
-		q, aerr := queryParams(r, "label")
-		if aerr == nil {
-			wr.ik, aerr = readIdempotencyKey(r, nil)
-		}
-		var a *association
-		if aerr == nil {
-			a, aerr = readAssociation(r, from, q.Get("label"))
-		}
-		if aerr == nil {
-			aerr = associationScopeError(tenantOf(r), a, "write")
-		}
+		wr, a, aerr := readAssociationDelete(r, from)
 		if aerr != nil {
 			writeProblem(w, r, aerr)
 			return
 		}
-		runWrite(w, r, st, log, &wr, func(tx *tx) (answer, error) {
-			if err := deleteAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a}); err != nil || a.err != nil {
-				return answer{}, errors.Join(err, a.err)
+		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
+			err := deleteAssociations(r.Context(), tx, tenantOf(r).companyID, []*association{a})
+			if err == nil {
+				err = a.err
 			}
-			return answer{status: http.StatusNoContent}, nil
+			return answer{status: http.StatusNoContent}, err
 		})
 	})
+}
+
+// readAssociationDelete reads a DELETE of an association: its label (the query's), its
+// Idempotency-Key, the association its path names, and the key's scopes.
+func readAssociationDelete(r *http.Request, from *assocKind) (*write, *association, *apiError) {
+	var wr write
+	q, aerr := queryParams(r, "label")
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	wr.ik, aerr = readIdempotencyKey(r, nil)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	a, aerr := readAssociation(r, from, q.Get("label"))
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	return &wr, a, associationScopeError(tenantOf(r), a, "write")
 }
 
 // associated is an element of a list of associations: an association's id (its place in the list),
