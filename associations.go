@@ -723,20 +723,7 @@ func handleAssociationBatch(st *store, log *slog.Logger) http.Handler {
 			writeProblem(w, r, errNoRoute(r))
 			return
 		}
-		var wr write
-		var aerr *apiError
-		wr.members, aerr = readObject(w, r)
-		if aerr == nil {
-			wr.ik, aerr = readIdempotencyKey(r, wr.members)
-		}
-		if aerr != nil {
-			writeProblem(w, r, aerr)
-			return
-		}
-		items, atomic, err := readAssociationBatch(wr.members)
-		if err == nil {
-			err = batchScopeError(tenantOf(r), items)
-		}
+		wr, items, atomic, err := readAssociationBatchRequest(w, r)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -767,6 +754,29 @@ func handleAssociationBatch(st *store, log *slog.Logger) http.Handler {
 		}
 		a.write(w, r, replayed)
 	})
+}
+
+// readAssociationBatchRequest reads a batch of associations: no query parameters, its body
+// (readAssociationBatch), its Idempotency-Key, and the key's scopes for every item.
+func readAssociationBatchRequest(w http.ResponseWriter, r *http.Request) (*write, []*batchItem[association], bool, error) {
+	var wr write
+	if _, aerr := queryParams(r); aerr != nil {
+		return nil, nil, false, aerr
+	}
+	members, aerr := readObject(w, r)
+	if aerr != nil {
+		return nil, nil, false, aerr
+	}
+	wr.members = members
+	wr.ik, aerr = readIdempotencyKey(r, wr.members)
+	if aerr != nil {
+		return nil, nil, false, aerr
+	}
+	items, atomic, err := readAssociationBatch(wr.members)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return &wr, items, atomic, batchScopeError(tenantOf(r), items)
 }
 
 // readAssociationBatch reads a batch's body: its items, each an association or its failure (its
