@@ -222,8 +222,10 @@ func TestRevocationReachesAnotherServerWithin10Seconds(t *testing.T) {
 }
 
 // TestEveryRouteNeedsItsScope walks every operation of the OpenAPI document, which is the route table
-// (openapi_test.go): a key with every scope but the one the operation names is 403, and a key of
-// another company is 404 for another company's object.
+// (openapi_test.go): a key with every scope but one the operation names is 403, and a key of another
+// company is 404 for another company's object. An operation on associations names two scopes, one of
+// each kind, in a requirement for each pair of kinds it takes: each requirement is walked with its
+// second kind as {toKind} (and in a batch's item), and a key lacking either scope is 403.
 func TestEveryRouteNeedsItsScope(t *testing.T) {
 	t.Parallel()
 	c, other := newTestCompany(t), newTestCompany(t)
@@ -256,6 +258,29 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 	for _, p := range []string{"/v1/webhooks/{id}", "/v1/webhooks/{id}/deliveries", "/v1/webhooks/{id}/deliveries/{deliveryId}/retry", "/v1/webhooks/{id}/rotateSecret"} {
 		ids[p] = hook
 	}
+	for _, k := range assocKinds {
+		for _, p := range []string{"", "/count", "/{toId}"} {
+			ids["/v1/"+k.path+"/{id}/associations/{toKind}"+p] = ids["/v1/"+k.path+"/{id}"]
+		}
+	}
+	lackingKeys := map[string]string{}       // made once for each need: a company has at most 100 keys
+	keyLacking := func(need string) string { // a key with every scope but need and what covers it
+		if key, ok := lackingKeys[need]; ok {
+			return key
+		}
+		resource, _, _ := strings.Cut(need, ":")
+		var lacking []string
+		for _, s := range scopeResources {
+			switch {
+			case s != resource:
+				lacking = append(lacking, s+":write")
+			case strings.HasSuffix(need, ":write"):
+				lacking = append(lacking, s+":read")
+			}
+		}
+		lackingKeys[need] = *makeKey(t, c.key, lacking...).Key
+		return lackingKeys[need]
+	}
 	tested := 0
 	for path, item := range doc.Paths {
 		for method, raw := range item {
@@ -264,27 +289,20 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 				continue // no key needed, or any key will do (the OpenAPI document): no scope to lack
 			}
 			method = strings.ToUpper(method)
-			need := op.Security[0]["apiKey"][0]
-			resource, _, _ := strings.Cut(need, ":")
-			var lacking []string // every scope but need and what covers it
-			for _, s := range scopeResources {
-				switch {
-				case s != resource:
-					lacking = append(lacking, s+":write")
-				case strings.HasSuffix(need, ":write"):
-					lacking = append(lacking, s+":read")
+			for _, req := range op.Security {
+				needs := req["apiKey"]
+				real, body := scopeWalkRequest(method, path, needs, ids, delivery)
+				for _, need := range needs {
+					p := wantProblem(t, call(t, method, real, keyLacking(need), body), http.StatusForbidden, "insufficient_scope")
+					if !strings.Contains(p.Detail, need) {
+						t.Errorf("%s %s: detail %q; want it to name %s", method, real, p.Detail, need)
+					}
 				}
-			}
-			real := strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery), "{op}", "create").Replace(path)
-			body := map[string]string{"POST": "{}", "PATCH": "{}"}[method]
-			p := wantProblem(t, call(t, method, real, *makeKey(t, c.key, lacking...).Key, body), http.StatusForbidden, "insufficient_scope")
-			if !strings.Contains(p.Detail, need) {
-				t.Errorf("%s %s: detail %q; want it to name %s", method, path, p.Detail, need)
-			}
-			if strings.Contains(path, "{id}") {
-				r := call(t, method, real, other.key, body)
-				if r.status != http.StatusNotFound {
-					t.Errorf("%s %s with another company's key = %d %s; want 404", method, real, r.status, r.body)
+				if strings.Contains(path, "{id}") {
+					r := call(t, method, real, other.key, body)
+					if r.status != http.StatusNotFound {
+						t.Errorf("%s %s with another company's key = %d %s; want 404", method, real, r.status, r.body)
+					}
 				}
 			}
 			tested++
@@ -293,6 +311,25 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 	if tested < 30 {
 		t.Errorf("%d operations tested; want every keyed operation of the document", tested)
 	}
+}
+
+// scopeWalkRequest is the request of TestEveryRouteNeedsItsScope for the operation method path with
+// the scopes needs of one security requirement: path with c's objects of ids, and a body. An
+// association's second scope names the kind of its other end ({toKind}, the batch item's "to").
+func scopeWalkRequest(method, path string, needs []string, ids map[string]int64, delivery int64) (real, body string) {
+	toKind := ""
+	if len(needs) == 2 {
+		toKind, _, _ = strings.Cut(needs[1], ":")
+	}
+	real = strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery), "{op}", "create",
+		"{toKind}", toKind, "{toId}", fmt.Sprint(ids["/v1/"+toKind+"/{id}"])).Replace(path)
+	body = map[string]string{"POST": "{}", "PATCH": "{}"}[method]
+	if path == "/v1/associations/batch/{op}" { // an item between objects of the two kinds: the scopes it needs
+		from, _, _ := strings.Cut(needs[0], ":")
+		body = fmt.Sprintf(`{"items": [{"from": {"object": %q, "id": %d}, "to": {"object": %q, "id": %d}}]}`,
+			kindOf(from).object, ids["/v1/"+from+"/{id}"], kindOf(toKind).object, ids["/v1/"+toKind+"/{id}"])
+	}
+	return real, body
 }
 
 func TestAPIKeyLifecycleKeepsOnlyTheHash(t *testing.T) {

@@ -1,8 +1,8 @@
 // client.ts: a typed client of Rolodex, from nothing but the server's own OpenAPI document. check.sh
 // generates out/schema.d.ts from GET /v1/openapi.json with openapi-typescript; this file must compile
 // against it with tsc (strict, no casts), then run against the server: it creates, retrieves, lists
-// with expand, patches (with If-Match) and deletes a contact and a business record, and creates and
-// patches a contact's custom values. check.sh defines the contact fields tier (select: gold, silver,
+// with expand, patches (with If-Match) and deletes a contact and a business record, creates and
+// patches a contact's custom values, and associates a contact with a business record. check.sh defines the contact fields tier (select: gold, silver,
 // bronze) and arr (number) first, and fetches the document with the key, so custom is typed by them.
 import createClient from "openapi-fetch";
 import type { components, paths } from "./out/schema.js";
@@ -168,4 +168,52 @@ const silver = must(
 check(silver.data.length === 1 && Number(silver.data[0]?.id) === adaID, "the custom filter and sort find exactly the contact");
 const adaGone = await api.DELETE("/v1/contacts/{id}", { params: { path: { id: adaID } } });
 check(adaGone.response.status === 204, "the contact with custom values is deleted");
+
+// Associations: a deal's contacts, each in a role, typed by the document: an end's id is a string for
+// a contact and a number for the others, and a list's object is the associated kind's.
+const deal2 = must(await api.POST("/v1/business", { body: { title: "Typed association" } }), "create a deal to associate");
+const person = must(await api.POST("/v1/contacts", { body: { name: "Katherine", surname: "Johnson" } }), "create a contact to associate");
+const personID = Number(person.id);
+const put = await api.PUT("/v1/business/{id}/associations/{toKind}/{toId}", {
+  params: { path: { id: deal2.id, toKind: "contacts", toId: personID } },
+  body: { label: "champion" },
+});
+const association = must(put, "associate the deal with the contact");
+const to = association.to;
+const toID: string = to.object === "contact" ? to.id : "";
+check(
+  put.response.status === 201 && association.from.object === "business" && association.from.id === deal2.id && toID === person.id &&
+    association.label === "champion",
+  "a PUT makes the association, seen from the deal, the contact's id a string",
+);
+const champions = must(
+  await api.GET("/v1/business/{id}/associations/{toKind}", {
+    params: { path: { id: deal2.id, toKind: "contacts" }, query: { label: "champion", "expand[]": ["organization"] } },
+  }),
+  "list the deal's champions",
+);
+const champion = champions.data[0]?.object;
+check(
+  champions.data.length === 1 && champion !== undefined && "surname" in champion && champion.surname === "Johnson",
+  "the deal's champion is listed with the whole contact",
+);
+const dealsOf = must(
+  await api.GET("/v1/contacts/{id}/associations/{toKind}/count", { params: { path: { id: personID, toKind: "business" } } }),
+  "count the contact's deals",
+);
+const championsOf = must(
+  await api.GET("/v1/contacts", { params: { query: { "associated.business": deal2.id, associatedLabel: "champion" } } }),
+  "list the deal's champions by the associated filter",
+);
+check(dealsOf.count === 1 && championsOf.data.length === 1 && championsOf.data[0]?.id === person.id, "the count and the associated filter find it from the other end");
+const removed = must(
+  await api.POST("/v1/associations/batch/{op}", {
+    params: { path: { op: "delete" } },
+    body: { atomic: true, items: [{ from: { object: "contact", id: person.id }, to: { object: "business", id: deal2.id }, label: "champion" }] },
+  }),
+  "remove the association in a batch",
+);
+check(removed.data[0]?.status === "deleted" && removed.data[0].object === undefined, "a batch removes it, from either end");
+await api.DELETE("/v1/business/{id}", { params: { path: { id: deal2.id } } });
+await api.DELETE("/v1/contacts/{id}", { params: { path: { id: personID } } });
 console.log("client: all checks passed");

@@ -315,6 +315,68 @@ expect('mergedInto is the survivor', gone?.body?.code === 'merged' && gone?.body
 await step('422: merging a merged id', { method: 'POST', path: mergePath, body: { mergeIds: [dupB?.body?.id] }, want: 422 });
 await step('merge organizations', { method: 'POST', path: `/v1/organizations/${orgId}/merge`, body: { mergeIds: [first?.body?.id] }, want: 200 });
 
+// Associations (API.md section 17): many-to-many with labels, read from either end, and the filters
+// and events they bring. The walk's own objects: its contact, business record and organization.
+const assoc = `/v1/business/${bid}/associations/contacts/${cid}`;
+const champion = await step('associate a business record with a contact, labelled', { method: 'PUT', path: assoc, body: { label: 'champion' }, want: 201 });
+expect('the association is seen from the path\'s object, its ids typed as in their objects',
+  champion?.body?.from?.object === 'business' && champion?.body?.from?.id === bid && champion?.body?.to?.object === 'contact' &&
+  champion?.body?.to?.id === cid && champion?.body?.label === 'champion', `association ${JSON.stringify(champion?.body)}`);
+await step('the same PUT again: 200, nothing changed', { method: 'PUT', path: assoc, body: { label: 'champion' }, want: 200 });
+await step('associate them unlabelled, from the other end, with no body', { method: 'PUT', path: `/v1/contacts/${cid}/associations/business/${bid}`, want: 201 });
+await step('associate a contact with an organization', { method: 'PUT', path: `/v1/contacts/${cid}/associations/organizations/${orgId}`, body: { label: null }, want: 201 });
+await step('associate an organization with a business record', { method: 'PUT', path: `/v1/organizations/${orgId}/associations/business/${bid}`, body: { label: 'billing' }, want: 201 });
+const dealsOf = await step('list a contact\'s business records, expanded', { path: `/v1/contacts/${cid}/associations/business?limit=1&expand[]=stage`, want: 200 });
+if (dealsOf?.body?.pagination?.nextCursor) {
+  await step('list a contact\'s business records, next page', { path: `/v1/contacts/${cid}/associations/business?limit=1&expand[]=stage&cursor=${q(dealsOf.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('list a business record\'s contacts by label', { path: `/v1/business/${bid}/associations/contacts?label=champion&expand[]=organization&expand[]=country`, want: 200 });
+await step('list a contact\'s organizations', { path: `/v1/contacts/${cid}/associations/organizations`, want: 200 });
+await step('list an organization\'s business records', { path: `/v1/organizations/${orgId}/associations/business?expand[]=userCreator`, want: 200 });
+await step('list a business record\'s organizations', { path: `/v1/business/${bid}/associations/organizations`, want: 200 });
+await step('list an organization\'s contacts', { path: `/v1/organizations/${orgId}/associations/contacts`, want: 200 });
+const pairCount = await step('count a business record\'s contacts', { path: `/v1/business/${bid}/associations/contacts/count`, want: 200 });
+expect('a pair with two labels counts 2', pairCount?.body?.count === 2, `count ${JSON.stringify(pairCount?.body)}`);
+await step('count a contact\'s business records by label', { path: `/v1/contacts/${cid}/associations/business/count?label=champion`, want: 200 });
+await step('count an organization\'s contacts', { path: `/v1/organizations/${orgId}/associations/contacts/count`, want: 200 });
+const champions = await step('list contacts associated with a business record by a label', { path: `/v1/contacts?associated.business=${bid}&associatedLabel=champion&sort=name`, want: 200 });
+expect('the associated filter finds the contact', champions?.body?.data?.length === 1 && champions.body.data[0].id === cid, `data ${JSON.stringify(champions?.body?.data?.map(o => o.id))}`);
+await step('count contacts associated with an organization', { path: `/v1/contacts/count?associated.organizations=${orgId}`, want: 200 });
+await step('list business records associated with a contact and an organization', { path: `/v1/business?associated.contacts=${cid}&associated.organizations=${orgId}&sort=-value`, want: 200 });
+await step('count business records associated with a contact by a label', { path: `/v1/business/count?associated.contacts=${cid}&associatedLabel=champion`, want: 200 });
+await step('list organizations associated with a contact', { path: `/v1/organizations?associated.contacts=${cid}&associated.business=${bid}`, want: 200 });
+const pair = { from: { object: 'business', id: bid }, to: { object: 'contact', id: cid } };
+const assocBatch = await step('batch: create associations', { method: 'POST', path: '/v1/associations/batch/create',
+  body: { items: [{ ...pair, label: 'decision_maker' }, { ...pair, label: 'champion' }] }, want: 200 });
+expect('batch: a new one is created, an existing one unchanged', assocBatch?.body?.data?.[0]?.status === 'created' && assocBatch?.body?.data?.[1]?.status === 'unchanged',
+  `data ${JSON.stringify(assocBatch?.body?.data)}`);
+await step('batch: delete associations, one of a missing object: 207', { method: 'POST', path: '/v1/associations/batch/delete',
+  body: { atomic: false, items: [{ ...pair, label: 'decision_maker' }, { from: { object: 'business', id: 999999999 }, to: { object: 'contact', id: cid } }] }, want: 207 });
+await step('batch: 422 for an atomic batch with an item for a missing object', { method: 'POST', path: '/v1/associations/batch/create',
+  body: { items: [pair, { from: { object: 'organization', id: 999999999 }, to: { object: 'contact', id: cid } }] }, want: 422 });
+await step('batch: 207 for an item with two ends of one kind', { method: 'POST', path: '/v1/associations/batch/create',
+  body: { atomic: false, items: [{ from: { object: 'contact', id: cid }, to: { object: 'contact', id: cid } }] }, want: 207 });
+await step('batch: 404 for an op associations lack', { via: 'lax', method: 'POST', path: '/v1/associations/batch/update', body: { items: [pair] }, want: 404 });
+await step('404: an association with an object of another company or none', { method: 'PUT', path: `/v1/business/${bid}/associations/contacts/999999999`, want: 404 });
+await step('404: an association of a kind with itself', { via: 'lax', path: `/v1/contacts/${cid}/associations/contacts`, want: 404 });
+await step('422: a label that is not a word', { via: 'lax', method: 'PUT', path: assoc, body: { label: 'Champion' }, want: 422 });
+await step('400: a list label that is not a word', { via: 'lax', path: `/v1/business/${bid}/associations/contacts?label=Champion`, want: 400 });
+await step('400: associatedLabel without an associated filter', { via: 'lax', path: '/v1/contacts?associatedLabel=champion', want: 400 });
+const dealReader = await step('create a key that reads business records only', { method: 'POST', path: '/v1/apiKeys', body: { name: 'Walk deals', scopes: ['business:read'] }, want: 201 });
+await step('403: reading associations needs read on both kinds', { path: `/v1/business/${bid}/associations/contacts`, key: dealReader?.body?.key, want: 403 });
+await step('revoke that key', { method: 'DELETE', path: `/v1/apiKeys/${dealReader?.body?.id}`, want: 204 });
+let assocEvents = null;
+for (let i = 0; i < 20 && !(assocEvents?.body?.data?.length > 0); i++) {
+  if (i > 0) await new Promise(resolve => setTimeout(resolve, 100));
+  assocEvents = await step('list association events', { path: '/v1/events?type=association.*&limit=100', want: 200 });
+}
+expect('association events carry the association', assocEvents?.body?.data?.some(e => e.type === 'association.created' && e.data.object.label === 'champion'),
+  `events ${JSON.stringify(assocEvents?.body?.data?.map(e => e.type))}`);
+await step('remove an association by its label', { method: 'DELETE', path: `${assoc}?label=champion`, want: 204 });
+await step('404: remove it again', { method: 'DELETE', path: `${assoc}?label=champion`, want: 404 });
+await step('remove the unlabelled association from the other end', { method: 'DELETE', path: `/v1/contacts/${cid}/associations/business/${bid}`, want: 204 });
+await step('remove an organization\'s labelled association', { method: 'DELETE', path: `/v1/organizations/${orgId}/associations/business/${bid}?label=billing`, want: 204 });
+
 // Deletes last.
 await step('delete a contact with If-Match', { method: 'DELETE', path: `/v1/contacts/${cid}`, headers: { 'if-match': cTag2 }, want: 204 });
 await step('404: a second delete', { method: 'DELETE', path: `/v1/contacts/${cid}`, want: 404 });
