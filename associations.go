@@ -935,6 +935,19 @@ func associatedParams(k *assocKind) []string {
 	return append(ps, "associatedLabel")
 }
 
+// associatedScopeError is the 403 of a list or count whose associated.{kind} filter names a kind the
+// key does not read: which objects are associated with one says something of it.
+func associatedScopeError(t tenant, q url.Values) *apiError {
+	for _, k := range assocKinds {
+		if _, ok := q["associated."+k.path]; ok {
+			if aerr := scopeError(t.scopes, k.path+":read"); aerr != nil {
+				return aerr
+			}
+		}
+	}
+	return nil
+}
+
 // addAssociated adds to a list or count of kind k's objects the filters of q: associated.{kind}=ID,
 // the objects associated with the company's object ID of that kind, and associatedLabel, with that
 // label (it needs one associated.{kind}). Each is one index walk of the associations of ID.

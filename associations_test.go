@@ -280,6 +280,9 @@ func TestListsFilterByAssociatedObjects(t *testing.T) {
 	if got := listPage[obj](t, c.key, fmt.Sprintf("/v1/business?associated.contacts=%d", ids[0])).Data; len(got) != 1 || got[0].id() != deal.id() {
 		t.Errorf("the deals of C0: %v", got)
 	}
+	contactsOnly := *makeKey(t, c.key, "contacts:read").Key
+	wantProblem(t, call(t, "GET", fmt.Sprintf("/v1/contacts?associated.business=%d", deal.id()), contactsOnly, ""), http.StatusForbidden, "insufficient_scope")
+	wantProblem(t, call(t, "GET", fmt.Sprintf("/v1/contacts/count?associated.business=%d", deal.id()), contactsOnly, ""), http.StatusForbidden, "insufficient_scope")
 	for _, query := range []string{"associated.business=x", "associatedLabel=champion", "associated.contacts=1", "associated.business=1&associatedLabel=A"} {
 		wantProblem(t, call(t, "GET", "/v1/contacts?"+query, c.key, ""), http.StatusBadRequest, "invalid_parameter")
 	}

@@ -166,6 +166,9 @@ func listRequest(r *http.Request, st *store, res *resource, allowed []string) (u
 	if aerr != nil {
 		return nil, nil, nil, aerr
 	}
+	if aerr := associatedScopeError(tenantOf(r), q); aerr != nil {
+		return nil, nil, nil, aerr
+	}
 	lq, aerr := res.lists.parse(q)
 	if aerr != nil {
 		return nil, nil, nil, aerr
