@@ -118,7 +118,7 @@ func (cv *customValues) appendJSON(b []byte) []byte {
 func (cv *customValues) apply(raw json.RawMessage) string {
 	patch, dup, ok := jsonMembers(raw)
 	if dup != "" {
-		return fmt.Sprintf("names %q more than once", dup)
+		return fmt.Sprintf("names %s more than once", quoteClamped(dup))
 	}
 	if !ok {
 		return `must be an object of custom field values, such as {"tier": "gold"}`
@@ -476,11 +476,11 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 	return appendString(nil, row.text.String), []customRow{row}, ""
 }
 
-// checkOption accepts an option value of f.
+// checkOption accepts an option value of f; the message names the first of them (listMessage).
 func (f *customField) checkOption(s string) string {
 	options := f.optionValues()
 	if !slices.Contains(options, s) {
-		return "must be an option value of the field: " + strings.Join(options, ", ")
+		return listMessage("must be an option value of the field: ", options)
 	}
 	return ""
 }

@@ -142,8 +142,8 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 		}
 		for _, s := range scopes {
 			if !validScope(s) {
-				return fmt.Sprintf("names an unknown scope %q; scopes are * or <resource>:read|write, of %s",
-					s, strings.Join(scopeResources, ", "))
+				return fmt.Sprintf("names an unknown scope %s; scopes are * or <resource>:read|write, of %s",
+					quoteClamped(s), strings.Join(scopeResources, ", "))
 			}
 		}
 		*p = slices.Compact(slices.Sorted(slices.Values(scopes)))

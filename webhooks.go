@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -143,8 +142,8 @@ func eventFilterList(p *commaList) func(json.RawMessage) string {
 		}
 		for _, f := range fs {
 			if f != "*" && len(typesNamed(f)) == 0 {
-				return fmt.Sprintf("names no event type (%q); the types are %s; contact.*, business.*, organization.* name their families and * all of them",
-					f, strings.Join(eventTypes, ", "))
+				return fmt.Sprintf("names no event type (%s); one is a type such as contact.created, a family such as contact.* or *, all of them; GET /v1/openapi.json lists the types",
+					quoteClamped(f))
 			}
 		}
 		*p = fs
@@ -217,7 +216,7 @@ func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) 
 		return nil
 	}
 	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
-		"(for local development, the server's ROLODEX_WEBHOOK_ALLOW_CIDRS can allow loopback or private addresses)", u.Hostname())}}
+		"(ROLODEX_WEBHOOK_ALLOW_CIDRS can allow others)", clampText(u.Hostname(), 80))}}
 }
 
 // errRefusedAddress is the error of a connection the webhook client refused to open.
