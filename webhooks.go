@@ -247,7 +247,8 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
-// The URL's host is resolved, and the key must read the events the endpoint takes, before the write.
+// The key must read the events the endpoint takes, and then the URL's host is resolved, before the
+// write: a key that may not make the endpoint learns nothing of a host (and costs no look-up).
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -256,12 +257,12 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		if errs := checkWebhookHost(r.Context(), v.URL, allow); errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
-			return
-		}
 		if aerr := eventScopeError(t.scopes, v.Events); aerr != nil {
 			writeProblem(w, r, aerr)
+			return
+		}
+		if errs := checkWebhookHost(r.Context(), v.URL, allow); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
@@ -272,7 +273,7 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id} (updateWebhook): 404, or the answer kept for its
-// key, before the body is checked; a new URL's host and the events, as at creation, before the write.
+// key, before the body is checked; the events and then a new URL's host, as at creation, before the write.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -285,17 +286,19 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
-		errs := applyMembers(wr.members, scratch.fields(), readOnlyFields)
-		if errs == nil && hasMember(wr.members, "url") {
-			errs = checkWebhookHost(r.Context(), scratch.URL, allow)
-		}
-		if errs != nil {
+		if errs := applyMembers(wr.members, scratch.fields(), readOnlyFields); errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
 		if aerr := eventScopeError(t.scopes, scratch.Events); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
+		}
+		if hasMember(wr.members, "url") {
+			if errs := checkWebhookHost(r.Context(), scratch.URL, allow); errs != nil {
+				writeError(w, r, log, fieldErrors(errs))
+				return
+			}
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := updateWebhook(r.Context(), tx, t, wr.id, patch{members: wr.members})
