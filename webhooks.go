@@ -363,14 +363,14 @@ func secretAnswer(v webhookEndpoint) answer {
 	return a
 }
 
-// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
+// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {} or none): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
 // Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+	rotate := handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 		v, _, _, err := lockObject[webhookEndpoint](r.Context(), tx, webhooks, t.companyID, wr.id, patch{})
 		if err != nil {
 			return answer{}, err
@@ -380,6 +380,10 @@ func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 			return answer{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", wr.id, err)
 		}
 		return secretAnswer(v), nil
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noBodyIsEmpty(r) // the body is {} or none, as roll's may be
+		rotate.ServeHTTP(w, r)
 	})
 }
 

@@ -699,6 +699,14 @@ func TestWebhookSecretRotationSignsWithBothSecretsFor24Hours(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// As a key's roll, a rotation takes no body as well as {}.
+	for _, ct := range []string{"", "application/json"} {
+		again := decode[endpointBody](t, wantStatus(t, w.call(t, "POST", path, "", "Content-Type", ct), http.StatusCreated).body)
+		if again.ID != old.ID || !strings.HasPrefix(again.Secret, "whsec_") || again.Secret == rotated.Secret {
+			t.Errorf("rotated without a body (Content-Type %q): %+v; want the endpoint with a new secret", ct, again)
+		}
+		rotated = again
+	}
 }
 
 func TestWebhookRetriesWithBackoffUntilTheReceiverRecovers(t *testing.T) {
