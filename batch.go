@@ -213,7 +213,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 		case op == "upsert" && !strings.HasPrefix(matchOn, "custom.") && strings.TrimSpace(it.key) == "":
 			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
 		case op != "upsert" && dup:
-			it.pre = duplicateError("id", first)
+			it.pre = duplicateError(it.idField, first) // update: items[i].id; delete: ids[i] itself
 		default:
 			seen[it.id] = i
 		}

@@ -249,6 +249,9 @@ func TestBatchNotAtomicCommitsTheItemsThatSucceed(t *testing.T) {
 	if f := b.Data[1].Error.Errors; len(f) != 1 || f[0].Field != "ids[1]" {
 		t.Errorf("not found item: %+v; want it named ids[1]", f)
 	}
+	if f := b.Data[3].Error.Errors; len(f) != 1 || f[0].Field != "ids[3]" || f[0].Message != "is the same as in item 0" {
+		t.Errorf("repeated id: %+v; want it named ids[3], the same as in item 0", f)
+	}
 	wantStatus(t, call(t, "GET", itemPath("/v1/contacts", one), c.key, ""), http.StatusNotFound)
 	mustGet(t, other.key, itemPath("/v1/contacts", theirs.id()))
 	if n := eventCount(t, c.id, "contact.deleted"); n != 1 {
