@@ -660,8 +660,9 @@ func takeCustom(q url.Values) url.Values {
 
 // customSortSQL returns the statement maker of a list page sorted by the custom field fieldID, whose
 // values are col of custom_values: the objects with a value in the order of col's index (company_id,
-// field_id, col, object_id), then the others by id (reversed descending). Each part is an index walk
-// that stops at the page's end, where one ORDER BY would sort every object of the company.
+// field_id, col, object_id), then the others by id, both parts reversed descending but in that order:
+// as a built-in sort's NULLs, the objects without a value come last both ways. Each part is an index
+// walk that stops at the page's end, where one ORDER BY would sort every object of the company.
 func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind keyKind) func(string, int64) (string, []any) {
 	return func(base string, companyID int64) (string, []any) {
 		unset, args := lq.countSQL(base, companyID) // base and the filters
@@ -691,10 +692,7 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		limit := param(lq.limit+1, "")
 		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")",
 			"(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"}
-		if lq.desc { // the objects without a value first
-			slices.Reverse(parts)
-		}
-		if a != nil && a.null != lq.desc { // past the first part
+		if a != nil && a.null { // past the objects with a value
 			return parts[1], args
 		}
 		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
