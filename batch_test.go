@@ -287,6 +287,11 @@ func TestBatchUpsertMatchesCreatesAndLeavesUnchanged(t *testing.T) {
 		t.Errorf("%d contact.updated events; want 1", n)
 	}
 
+	// E-mails compare ignoring case, and one with spaces around it is no e-mail: its item fails,
+	// whether an object holds the e-mail trimmed (Ana) or none does.
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert", `{"items": [{"email": "  ana@example.com "}, {"email": " new@example.com", "name": "New"}]}`,
+		http.StatusUnprocessableEntity, "items[0].email validation_failed", "items[1].email validation_failed")
+
 	// Two items for one value; an item without the value; a create that fails validation.
 	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert",
 		`{"items": [{"email": "cy@example.com", "name": "Cy"}, {"email": "CY@example.com", "name": "Cy 2"}, {"name": "No e-mail"}, {"email": "dee@example.com"}]}`,
