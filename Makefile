@@ -8,7 +8,7 @@ RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && 
 
 .PHONY: run test complexity test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
 
-## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
+## run: a local PostgreSQL of its own, a demo company with sample data, and the server on 127.0.0.1:8080.
 run: build postgres
 	./rolodex dev
 
