@@ -8,7 +8,7 @@ RACE    := $(shell command -v "$$($(GO) env CC 2>/dev/null)" >/dev/null 2>&1 && 
 
 .PHONY: run test complexity test-pgbouncer test-citus build vet postgres fuzz faults soak api-check metrics-check image-check bench bench-go
 
-## run: a local PostgreSQL of its own, a demo company with sample data, and the server on :8080.
+## run: a local PostgreSQL of its own, a demo company with sample data, and the server on 127.0.0.1:8080.
 run: build postgres
 	./rolodex dev
 
@@ -99,7 +99,8 @@ image-check: postgres
 ## connections on each scenario against both servers (without BASELINE: against GET /healthz, the HTTP
 ## ceiling), ROUNDS rounds of BENCH_TIME each, in alternating order; and writes the medians to
 ## bench/RESULTS.md. BENCH_ONLY=retrieve,list100 runs some scenarios; BENCH_CONTACTS=1000000 is the full load.
-## Then BENCH_IMPORT contacts (0: none) are imported by batches of 100 and by single creates, at 32 requests.
+## Then BENCH_IMPORT contacts (0: none) are imported by batches of 100 and by single creates, at 32 requests;
+## last, another company's retrieve is measured alone and beside 32 heavy counts of the first (issue 44).
 ## BENCH_METRICS=1 (no BASELINE): this tree's server with -metrics-addr against the same without.
 ## BENCH_CUSTOM=1 (no BASELINE, no import): the first company's contacts hold custom field values, and
 ## each custom filter, sort, count and write (issue 31) runs against its built-in equivalent on the

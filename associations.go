@@ -897,6 +897,7 @@ func associationBatchAnswer(r *http.Request, items []*batchItem[association], at
 	if failed > 0 {
 		a.status = http.StatusMultiStatus
 	}
+	spent := 0 // bytes of the failed items' problems
 	for i, it := range items {
 		if i > 0 {
 			a.body = append(a.body, ',')
@@ -905,7 +906,8 @@ func associationBatchAnswer(r *http.Request, items []*batchItem[association], at
 		status := "deleted"
 		switch {
 		case it.err != nil:
-			p := problemJSON(r, it.problem())
+			p := encodeProblem(r, it.problem(itemEntries(spent)))
+			spent += len(p)
 			a.body = append(append(a.body, `,"status":"error","error":`...), p[:len(p)-1]...)
 			a.body = append(a.body, '}')
 			continue

@@ -29,6 +29,7 @@ const (
 	maxBatchItems     = 100 // the most items of a batch
 	maxBatchAborts    = 3   // how often a batch runs again without items it took out (runBatch)
 	batchesPerCompany = 2   // how many of a company's batches run at once: more wait their turn
+	maxCandidates     = 10  // the ids an ambiguous_match names (an error body's bound, problem.go)
 )
 
 // batchWrites are a resource's single writes, which its batches run, and its upsert's default match.
@@ -212,7 +213,7 @@ func readBatch[T any, P writable[T]](op string, members []member, matchOn string
 		case op == "upsert" && !strings.HasPrefix(matchOn, "custom.") && strings.TrimSpace(it.key) == "":
 			it.pre = fieldErrors{{Field: matchOn, Message: "must be a non-empty string to match on"}}
 		case op != "upsert" && dup:
-			it.pre = duplicateError("id", first)
+			it.pre = duplicateError(it.idField, first) // update: items[i].id; delete: ids[i] itself
 		default:
 			seen[it.id] = i
 		}
@@ -419,19 +420,22 @@ func upsertReads[T any, P writable[T]](btx *tx, res *resource, m upsertMatch, co
 
 // matchItem sets it, the item of run j (runs: the items' indexes by run), to the object of its match
 // mr, or its err: its value is an earlier item's (duplicate_in_request), or more objects hold it
-// (ambiguous_match, with them as its candidates, of byID).
+// (ambiguous_match, with the first maxCandidates of them as its candidates, of byID).
 func matchItem[T any, P writable[T]](it *batchItem[T], m upsertMatch, mr matchRow, j int, runs []int, byID map[int64]*T) {
 	switch {
 	case mr.first != int64(j+1):
 		it.err = duplicateError(m.field, runs[mr.first-1])
 	case len(mr.ids) > 1:
-		for _, id := range mr.ids {
+		for _, id := range mr.ids[:min(len(mr.ids), maxCandidates)] {
 			if o, ok := byID[id]; ok { // the id as the object has it
 				it.candidates = append(it.candidates, objectMembers(P(o).appendJSON(nil))[0].raw)
 			}
 		}
-		it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match",
-			Detail: fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(mr.ids), m.field),
+		detail := fmt.Sprintf("%d objects hold this %s; candidates lists them.", len(mr.ids), m.field)
+		if len(mr.ids) > maxCandidates {
+			detail = fmt.Sprintf("%d objects hold this %s; candidates lists the first %d.", len(mr.ids), m.field, maxCandidates)
+		}
+		it.err = &apiError{Status: http.StatusConflict, Code: "ambiguous_match", Detail: detail,
 			Errors: []fieldError{{Field: m.field, Message: "matches more than one object"}}}
 	default:
 		it.id = mr.id
@@ -521,11 +525,13 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 	if failed > 0 {
 		a.status = http.StatusMultiStatus
 	}
+	spent := 0 // bytes of the failed items' problems
 	for i, it := range items {
 		a.body = strconv.AppendInt(append(a.body, `{"index":`...), int64(i), 10)
 		switch {
 		case it.err != nil:
-			p := problemJSON(r, it.problem())
+			p := encodeProblem(r, it.problem(itemEntries(spent)))
+			spent += len(p)
 			a.body = append(append(a.body, `,"status":"error","error":`...), p[:len(p)-1]...)
 			a.body = appendCandidates(a.body, it.candidates)
 		case it.status == "deleted":
@@ -541,7 +547,8 @@ func batchAnswer[T any, P writable[T]](r *http.Request, tx *tx, t tenant, items 
 }
 
 // batchFailure is the answer of an atomic batch of which failed items failed: 422 (412 when every
-// failure is If-Match's) with an errors entry for each field at fault, named after its item.
+// failure is If-Match's) with an errors entry for each field at fault, named after its item, within
+// the bounds of an error body (itemEntries).
 func batchFailure[T any](r *http.Request, items []*batchItem[T], failed int) answer {
 	f := answer{status: http.StatusPreconditionFailed}
 	for _, it := range items {
@@ -556,7 +563,7 @@ func batchFailure[T any](r *http.Request, items []*batchItem[T], failed int) ans
 		if it.err == nil {
 			continue
 		}
-		ae := it.problem()
+		ae := it.problem(itemEntries(len(f.body)))
 		index := int64(i)
 		for _, fe := range ae.Errors {
 			f.body = appendObject(f.body, "field", &fe.Field, "message", &fe.Message, "index", &index, "code", &ae.Code)
@@ -577,8 +584,9 @@ func appendCandidates(b []byte, candidates [][]byte) []byte {
 }
 
 // problem is the item's failure as a problem, with every field named from the batch's body
-// ("items[3].email"), and one entry at least: its id or ifMatch when no field is at fault.
-func (it *batchItem[T]) problem() *apiError {
+// ("items[3].email"), and one entry at least: its id or ifMatch when no field is at fault. It lists
+// at most entries of them (problem.go's bounds), then one that counts the others.
+func (it *batchItem[T]) problem(entries int) *apiError {
 	ae := *clientError(it.err)
 	if ae.Errors == nil { // no field at fault: the item's id, or its ifMatch
 		field := it.idField
@@ -587,9 +595,15 @@ func (it *batchItem[T]) problem() *apiError {
 		}
 		ae.Errors = []fieldError{{Field: field, Message: ae.Detail}}
 	}
-	ae.Errors = slices.Clone(ae.Errors) // the error's own stay as they are
-	for i, fe := range ae.Errors {
-		ae.Errors[i].Field = strings.TrimSuffix(it.at+"."+fe.Field, ".")
+	return ae.bounded(it.at, entries)
+}
+
+// itemEntries is how many errors entries the next failing item of a batch lists, when the batch's
+// errors written so far take spent bytes: all of them within the budget, then none but the one that
+// counts them, so that every failing item is named and the answer stays within its bound.
+func itemEntries(spent int) int {
+	if spent > batchErrorBudget {
+		return 0
 	}
-	return &ae
+	return maxErrorEntries
 }

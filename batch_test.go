@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -248,6 +249,9 @@ func TestBatchNotAtomicCommitsTheItemsThatSucceed(t *testing.T) {
 	if f := b.Data[1].Error.Errors; len(f) != 1 || f[0].Field != "ids[1]" {
 		t.Errorf("not found item: %+v; want it named ids[1]", f)
 	}
+	if f := b.Data[3].Error.Errors; len(f) != 1 || f[0].Field != "ids[3]" || f[0].Message != "is the same as in item 0" {
+		t.Errorf("repeated id: %+v; want it named ids[3], the same as in item 0", f)
+	}
 	wantStatus(t, call(t, "GET", itemPath("/v1/contacts", one), c.key, ""), http.StatusNotFound)
 	mustGet(t, other.key, itemPath("/v1/contacts", theirs.id()))
 	if n := eventCount(t, c.id, "contact.deleted"); n != 1 {
@@ -282,6 +286,11 @@ func TestBatchUpsertMatchesCreatesAndLeavesUnchanged(t *testing.T) {
 	if n := eventCount(t, c.id, "contact.updated"); n != 1 {
 		t.Errorf("%d contact.updated events; want 1", n)
 	}
+
+	// E-mails compare ignoring case, and one with spaces around it is no e-mail: its item fails,
+	// whether an object holds the e-mail trimmed (Ana) or none does.
+	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert", `{"items": [{"email": "  ana@example.com "}, {"email": " new@example.com", "name": "New"}]}`,
+		http.StatusUnprocessableEntity, "items[0].email validation_failed", "items[1].email validation_failed")
 
 	// Two items for one value; an item without the value; a create that fails validation.
 	wantBatchFailure(t, c.key, "/v1/contacts/batch/upsert",
@@ -659,4 +668,141 @@ func upsertInParallel(t *testing.T, key string, body func(i int) string) int {
 		}
 	}
 	return len(statuses)
+}
+
+// selectFieldsOf500 gives the company's contacts n select fields s0, s1, ... of 500 options of 64
+// characters each: the longest list an "option value" message could name.
+func selectFieldsOf500(t *testing.T, key string, n int) {
+	t.Helper()
+	opts := make([]string, 500)
+	for i := range opts {
+		opts[i] = fmt.Sprintf(`{"value": "%s%03d"}`, strings.Repeat("o", 61), i)
+	}
+	for i := range n {
+		create(t, key, "/v1/customFields", fmt.Sprintf(`{"object": "contact", "key": "s%d", "label": "S", "type": "select", "options": [%s]}`,
+			i, strings.Join(opts, ",")))
+	}
+}
+
+// wantBounded fails the test unless r's body is under 256 KiB and every errors entry in it (of the
+// body, or of a 207's items) has a field and a message of at most 200 characters.
+func wantBounded(t *testing.T, r response, entries []batchError) {
+	t.Helper()
+	if len(r.body) >= 256<<10 {
+		t.Errorf("POST %s = %d, %d bytes; want under 256 KiB", r.path, r.status, len(r.body))
+	}
+	for _, e := range entries {
+		if len([]rune(e.Field)) > 200 || len([]rune(e.Message)) > 200 || e.Message == "" {
+			t.Fatalf("entry %+v: want a field and a message of at most 200 characters", e)
+		}
+	}
+}
+
+// A batch of 100 items with 5 bad select values each answered 16.5 MB (issue 44): each message
+// named all 500 options. Now a message names a few and counts the rest, and the body stays small.
+func TestBatchErrorsOfBadSelectValuesAreBounded(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	selectFieldsOf500(t, c.key, 5)
+	items := make([]string, 100)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"name": "n%d", "custom": {"s0": "x", "s1": "x", "s2": "x", "s3": "x", "s4": "x"}}`, i)
+	}
+	r := postBatch(t, c.key, "/v1/contacts/batch/create", `{"items": [`+strings.Join(items, ",")+`]}`, http.StatusUnprocessableEntity)
+	p := decode[batchProblem](t, r.body)
+	wantBounded(t, r, p.Errors)
+	size422 := len(r.body)
+	if len(p.Errors) != 500 {
+		t.Errorf("%d errors entries; want 500, each item's 5", len(p.Errors))
+	}
+	want := "must be an option value of the field: " + strings.Repeat("o", 61) + "000, " + strings.Repeat("o", 61) + "001 and 498 more"
+	if p.Errors[499].Field != "items[99].custom.s4" || p.Errors[499].Message != want {
+		t.Errorf("last entry %+v; want items[99].custom.s4: %q", p.Errors[499], want)
+	}
+
+	r = postBatch(t, c.key, "/v1/contacts/batch/create", `{"atomic": false, "items": [`+strings.Join(items, ",")+`]}`,
+		http.StatusMultiStatus, "Idempotency-Key", "bounded-"+randomHex(4))
+	b := decode[batchBody](t, r.body)
+	for i, d := range b.Data {
+		if d.Error == nil || len(d.Error.Errors) != 5 {
+			t.Fatalf("item %d: %+v; want its problem with 5 entries", i, d)
+		}
+		wantBounded(t, r, d.Error.Errors)
+	}
+	t.Logf("100 items x 5 bad select values: 422 of %d bytes, 207 of %d bytes", size422, len(r.body))
+}
+
+// An item lists at most 10 errors and then one that counts the others; past a budget of the whole
+// answer, an item has only that one, so every failing item is named and the body stays small.
+func TestBatchErrorsPerItemAndPerAnswerAreBounded(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	custom := make([]string, 15) // 15 unknown custom fields, with long keys
+	for i := range custom {
+		custom[i] = fmt.Sprintf(`"%s%02d": 1`, strings.Repeat("k", 190), i)
+	}
+	items := make([]string, 100)
+	for i := range items {
+		items[i] = `{"name": "n", "custom": {` + strings.Join(custom, ",") + `}}`
+	}
+	body := `{"items": [` + strings.Join(items, ",") + `]}`
+	r := postBatch(t, c.key, "/v1/contacts/batch/create", body, http.StatusUnprocessableEntity)
+	p := decode[batchProblem](t, r.body)
+	wantBounded(t, r, p.Errors)
+	byItem := map[int][]batchError{}
+	for _, e := range p.Errors {
+		byItem[e.Index] = append(byItem[e.Index], e)
+	}
+	first, last := byItem[0], byItem[99]
+	switch {
+	case len(byItem) != 100:
+		t.Errorf("entries name %d items; want all 100", len(byItem))
+	case len(first) != 11 || first[10].Field != "items[0]" || first[10].Message != "and 5 more" || first[10].Code != "validation_failed":
+		t.Errorf("item 0: %d entries, the last %+v; want 10 and one that counts 5 more", len(first), first[len(first)-1])
+	case len(last) != 1 || !strings.HasPrefix(last[0].Message, "15 errors, not listed"):
+		t.Errorf("item 99: %+v; want one entry that counts its 15 errors", last)
+	case !strings.HasSuffix(first[0].Field, "...") || !strings.HasPrefix(first[0].Field, "items[0].custom.kkk"):
+		t.Errorf("item 0's first field %q; want it cut to 200 characters", first[0].Field)
+	}
+
+	size422 := len(r.body)
+	r = postBatch(t, c.key, "/v1/contacts/batch/create", `{"atomic": false, `+body[1:], http.StatusMultiStatus)
+	t.Logf("100 items x 15 long unknown fields: 422 of %d bytes, 207 of %d bytes", size422, len(r.body))
+	b := decode[batchBody](t, r.body)
+	for i, d := range b.Data {
+		if d.Error == nil || len(d.Error.Errors) == 0 || len(d.Error.Errors) > 11 {
+			t.Fatalf("item %d: %+v; want its problem with 1 to 11 entries", i, d)
+		}
+		wantBounded(t, r, d.Error.Errors)
+	}
+
+	// A single request lists 10 errors too, and counts the others.
+	pb := wantProblem(t, call(t, "POST", "/v1/contacts", c.key, items[0]), http.StatusUnprocessableEntity, "validation_failed")
+	if len(pb.Errors) != 11 || pb.Errors[10] != (fieldProbl{Field: "", Message: "and 5 more"}) {
+		t.Errorf("a create with 15 bad fields: %+v; want 10 entries and one that counts 5 more", pb.Errors)
+	}
+}
+
+// An ambiguous match names at most 10 candidates, and says how many objects hold the value.
+func TestUpsertNamesTenCandidatesAtMost(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	items := make([]string, 12)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"name": "Dup %d", "email": "same@example.com"}`, i)
+	}
+	created := wantBatch(t, c.key, "/v1/contacts/batch/create", `{"items": [`+strings.Join(items, ",")+`]}`, http.StatusOK,
+		slices.Repeat([]string{"created"}, 12)...)
+	var want []any
+	for _, d := range created.Data[:10] {
+		want = append(want, fmt.Sprint(d.Object.id()))
+	}
+	b := wantBatch(t, c.key, "/v1/contacts/batch/upsert", `{"atomic": false, "items": [{"email": "same@example.com", "city": "X"}]}`,
+		http.StatusMultiStatus, "error:ambiguous_match")
+	if diff := cmp.Diff(want, b.Data[0].Error.Candidates); diff != "" {
+		t.Errorf("candidates (-want +got):\n%s", diff)
+	}
+	if d := b.Data[0].Error.Detail; d != "12 objects hold this email; candidates lists the first 10." {
+		t.Errorf("detail %q; want it to say 12 hold it and 10 are listed", d)
+	}
 }

@@ -118,7 +118,7 @@ func (cv *customValues) appendJSON(b []byte) []byte {
 func (cv *customValues) apply(raw json.RawMessage) string {
 	patch, dup, ok := jsonMembers(raw)
 	if dup != "" {
-		return fmt.Sprintf("names %q more than once", dup)
+		return fmt.Sprintf("names %s more than once", quoteClamped(dup))
 	}
 	if !ok {
 		return `must be an object of custom field values, such as {"tier": "gold"}`
@@ -476,11 +476,11 @@ func (f *customField) checkValue(raw json.RawMessage) (json.RawMessage, []custom
 	return appendString(nil, row.text.String), []customRow{row}, ""
 }
 
-// checkOption accepts an option value of f.
+// checkOption accepts an option value of f; the message names the first of them (listMessage).
 func (f *customField) checkOption(s string) string {
 	options := f.optionValues()
 	if !slices.Contains(options, s) {
-		return "must be an option value of the field: " + strings.Join(options, ", ")
+		return listMessage("must be an option value of the field: ", options)
 	}
 	return ""
 }
@@ -516,12 +516,19 @@ func parseNumber(s string) (string, string) {
 	return s, ""
 }
 
+// maxCustomFilters bounds the custom.<key> filters of one request: each is a join of its own, and
+// at 200 fields a count with all of them ran the whole statement timeout (issue 44).
+const maxCustomFilters = 10
+
 // customSortAndFilters adds to lq the custom.<key> filters and sort that the list request of res asked
-// for (lq.custom), with the company's fields of res's object. An unknown key, a bad value, or an
-// operator or sort the field's type lacks is 400 naming the parameter.
+// for (lq.custom), with the company's fields of res's object. An unknown key, a bad value, an
+// operator or sort the field's type lacks, or a filter past maxCustomFilters is 400 naming the parameter.
 func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *resource, lq *listQuery) error {
 	if len(lq.custom) == 0 {
 		return nil
+	}
+	if aerr := tooManyCustomFilters(lq.custom); aerr != nil {
+		return aerr
 	}
 	refs := map[string]string{} // the custom.<key>[op] each parameter names
 	var keys []string
@@ -563,6 +570,21 @@ func customSortAndFilters(ctx context.Context, st *store, companyID int64, res *
 		}
 		lq.desc = desc
 		lq.pageSQL = lq.customSortSQL(res.table, fields[i].ID, col, kind)
+	}
+	return nil
+}
+
+// tooManyCustomFilters is the 400 of the filters of custom past maxCustomFilters (in name order), or nil.
+func tooManyCustomFilters(custom url.Values) *apiError {
+	filters := 0
+	for _, name := range slices.Sorted(maps.Keys(custom)) {
+		if name == "sort" {
+			continue
+		}
+		filters++
+		if filters > maxCustomFilters {
+			return badParam(name, fmt.Sprintf("is a custom filter too many: a request takes at most %d", maxCustomFilters))
+		}
 	}
 	return nil
 }
@@ -638,8 +660,9 @@ func takeCustom(q url.Values) url.Values {
 
 // customSortSQL returns the statement maker of a list page sorted by the custom field fieldID, whose
 // values are col of custom_values: the objects with a value in the order of col's index (company_id,
-// field_id, col, object_id), then the others by id (reversed descending). Each part is an index walk
-// that stops at the page's end, where one ORDER BY would sort every object of the company.
+// field_id, col, object_id), then the others by id, both parts reversed descending but in that order:
+// as a built-in sort's NULLs, the objects without a value come last both ways. Each part is an index
+// walk that stops at the page's end, where one ORDER BY would sort every object of the company.
 func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind keyKind) func(string, int64) (string, []any) {
 	return func(base string, companyID int64) (string, []any) {
 		unset, args := lq.countSQL(base, companyID) // base and the filters
@@ -669,10 +692,7 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		limit := param(lq.limit+1, "")
 		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")",
 			"(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"}
-		if lq.desc { // the objects without a value first
-			slices.Reverse(parts)
-		}
-		if a != nil && a.null != lq.desc { // past the first part
+		if a != nil && a.null { // past the objects with a value
 			return parts[1], args
 		}
 		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args

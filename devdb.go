@@ -30,7 +30,8 @@ import (
 func cmdDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	flags := newFlags("dev", "dev [flags]", stderr)
 	dir := flags.String("dir", ".rolodex-dev", "folder for the local PostgreSQL's data and the demo key (kept across runs)")
-	server := addServerFlags(flags)
+	// This machine only by default: the server prints the demo key, which may do anything.
+	server := addServerFlags(flags, "127.0.0.1:8080")
 	server.hookCIDRs = "127.0.0.1/32" // webhooks may go to a receiver on this machine (the document's example)
 	if err := parseFlags(flags, getenv, args, 0); err != nil {
 		return err

@@ -263,8 +263,10 @@ func (lq *listQuery) whereTypes(values, scopes []string) error {
 	for _, v := range values {
 		named := typesNamed(v)
 		if len(named) == 0 {
-			return badParam("type", fmt.Sprintf("names no event type (%q); the types are %s, and contact.*, business.*, organization.*, association.* name their families",
-				v, strings.Join(eventTypes, ", ")))
+			aerr := badParam("type", fmt.Sprintf("names no event type (%s); one is a type such as contact.created or a family such as contact.*", quoteClamped(v)))
+			aerr.Detail = fmt.Sprintf("Query parameter type names no event type (%s); the types are %s, and contact.*, business.*, organization.*, association.* name their families.",
+				quoteClamped(v), strings.Join(eventTypes, ", ")) // a detail may be longer than an entry's message
+			return aerr
 		}
 		types = append(types, named...)
 	}

@@ -200,7 +200,8 @@ func handleCount(st *store, res *resource, log *slog.Logger) http.Handler {
 		case len(lq.conds) == 1 && lq.countValues != "": // a custom field's values (addCustomFilter)
 			sqlText = lq.countValues
 		}
-		if err := st.db.QueryRowContext(r.Context(), sqlText, args...).Scan(&n); err != nil {
+		// Through st.read, as every request's statement, within the company's share of the pool.
+		if err := st.read(r.Context(), eachRow[fieldID](sqlText, args, func(c *fieldID) { n = int64(*c) })); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

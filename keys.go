@@ -142,8 +142,8 @@ func scopeList(p *commaList) func(json.RawMessage) string {
 		}
 		for _, s := range scopes {
 			if !validScope(s) {
-				return fmt.Sprintf("names an unknown scope %q; scopes are * or <resource>:read|write, of %s",
-					s, strings.Join(scopeResources, ", "))
+				return fmt.Sprintf("names an unknown scope %s; scopes are * or <resource>:read|write, of %s",
+					quoteClamped(s), strings.Join(scopeResources, ", "))
 			}
 		}
 		*p = slices.Compact(slices.Sorted(slices.Values(scopes)))
@@ -248,10 +248,7 @@ func handleKeyRoll(st *store, auth *authenticator, log *slog.Logger) http.Handle
 			AND a.revoked_at IS NULL AND (a.expires_at IS NULL OR a.expires_at > now())
 		RETURNING a.name, a.scopes, a.user_id, a.hash, o.expires_at`
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength == 0 { // no body is an empty one: every member of roll's body is optional
-			r.Header.Set("Content-Type", "application/json")
-			r.Body = io.NopCloser(strings.NewReader("{}"))
-		}
+		noBodyIsEmpty(r) // every member of roll's body is optional
 		var expiresIn pgtype.Int8
 		var hash []byte // of the old key, to forget once the roll is committed
 		body := []bodyField{{"expiresIn", requiredInt(&expiresIn, 0, int64(maxKeyLifetime.Seconds())), false}}

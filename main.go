@@ -32,7 +32,7 @@ Usage:
   rolodex key create -company ID [-user ID]   create an API key (-scopes a,b, -expires 720h)
   rolodex key list -company ID                list a company's API keys
   rolodex key revoke KEY_PREFIX               revoke an API key by its prefix
-  rolodex dev     [-addr :8080] [-dir DIR]    a local PostgreSQL, demo data and the server
+  rolodex dev     [-addr ADDR] [-dir DIR]     a local PostgreSQL, demo data, the server on 127.0.0.1:8080
   rolodex version                             print the version
 
 Run "rolodex COMMAND -h" for a command's flags. DATABASE_URL, ROLODEX_ADDR and the other
@@ -200,10 +200,10 @@ type serverFlags struct {
 	lim       limits
 }
 
-// addServerFlags adds the flags of serverFlags to fs.
-func addServerFlags(fs *flag.FlagSet) *serverFlags {
+// addServerFlags adds the flags of serverFlags to fs, -addr with the default addr.
+func addServerFlags(fs *flag.FlagSet, addr string) *serverFlags {
 	f := &serverFlags{}
-	fs.StringVar(&f.addr, "addr", ":8080", "listen address")
+	fs.StringVar(&f.addr, "addr", addr, "listen address")
 	fs.StringVar(&f.lim.metricsAddr, "metrics-addr", "", "listen address of GET /metrics (Prometheus), e.g. 127.0.0.1:9090; off by default")
 	fs.IntVar(&f.lim.rate, "rate-limit", defaultRateLimit, "requests a second per API key, in bursts of twice that; 0: off")
 	fs.IntVar(&f.lim.authFailures, "auth-failure-limit", defaultAuthFailureLimit, "failed authentications a minute per client address; 0: off")
@@ -233,7 +233,7 @@ func (f *serverFlags) limits() (limits, error) {
 // cmdServe is `rolodex serve`: the API server, until ctx is done.
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
-	server := addServerFlags(fs)
+	server := addServerFlags(fs, ":8080")
 	shutdown := fs.Duration("shutdown-timeout", 15*time.Second, "how long requests in flight may take at shutdown")
 	return withStore(fs, getenv, args, 0, func(st *store) error {
 		lim, err := server.limits()

@@ -162,6 +162,12 @@ func TestCLIUsageErrors(t *testing.T) {
 			t.Errorf("%s -h: %v; want its usage on stderr", cmd, err)
 		}
 	}
+	// `rolodex dev` prints a key that may do anything: it listens on this machine only, by default.
+	for cmd, addr := range map[string]string{"dev": `(default \"127.0.0.1:8080\")`, "serve": `(default \":8080\")`} {
+		if _, err := runCLI(t, cmd, "-h"); err == nil || !strings.Contains(err.Error(), addr) {
+			t.Errorf("%s -h: %v; want -addr %s", cmd, err, addr)
+		}
+	}
 	for _, proxies := range []string{"10.0.0.0/8,nonsense", "10.0.0.1"} {
 		if _, err := runCLI(t, "serve", "-trusted-proxies", proxies); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "not a CIDR") {
 			t.Errorf("serve -trusted-proxies %s: %v; want a usage error saying what is wrong", proxies, err)

@@ -15,7 +15,8 @@ import (
 const maxMergeIDs = 9
 
 // handleMerge answers POST /v1/{contacts|organizations}/{id}/merge (API.md section 16), which folds
-// the objects of mergeIds into the survivor {id}: 200 {"object", "mergedIds", "changes", "repointed"}.
+// the objects of mergeIds into the survivor {id}: 200 {"object", "mergedIds", "changes", "repointed",
+// "dryRun"}.
 // One transaction locks them all, re-points what references merged organizations (so it needs write
 // on contacts and business), deletes the merged objects leaving a tombstone of each id (then 404
 // "merged", schema/0013_merge.sql), and patches the survivor with update, the resource's. A dry run,
@@ -36,7 +37,7 @@ func handleMerge[T any, P writable[T]](st *store, res *resource, update func(con
 		}
 		ids, dryRun, bodyErr := readMergeBody(wr.members, wr.id)
 		do := func(tx *tx) (answer, error) {
-			return mergeObjects[T, P](r.Context(), tx, res, update, t, wr, ids, bodyErr, ifMatch(r))
+			return mergeObjects[T, P](r.Context(), tx, res, update, t, wr, ids, dryRun, bodyErr, ifMatch(r))
 		}
 		if !dryRun {
 			runWrite(w, r, st, log, wr, do)
@@ -89,12 +90,13 @@ func readMergeBody(members []member, survivor int64) (ids []int64, dryRun bool, 
 	return ids, dryRun, nil
 }
 
-// mergeObjects merges ids into the company's object wr.id of res in tx and returns the answer;
-// bodyErr, the body's, is answered once the survivor is found (another company's is 404 whatever the
-// body). Locked in id order, merges over the same objects take turns: the later finds them merged.
+// mergeObjects merges ids into the company's object wr.id of res in tx and returns the answer, which
+// says whether it is a dry run's (the caller rolls one back); bodyErr, the body's, is answered once
+// the survivor is found (another company's is 404 whatever the body). Locked in id order, merges
+// over the same objects take turns: the later finds them merged.
 // Round trips: the lock (with BEGIN), repoint's, update's; the rest goes with the next.
 func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, update func(context.Context, *tx, tenant, int64, patch) (T, error),
-	t tenant, wr *write, ids []int64, bodyErr error, versions []int64) (answer, error) {
+	t tenant, wr *write, ids []int64, dryRun bool, bodyErr error, versions []int64) (answer, error) {
 	var objs []T
 	q := res.selectSQL + ` AND id = ANY($2) ORDER BY id FOR UPDATE`
 	if err := tx.read(ctx, rowsInto[T, P](&objs, q, t.companyID, append([]int64{wr.id}, ids...))); err != nil {
@@ -159,8 +161,8 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	if err != nil {
 		return answer{}, err
 	}
-	a.body = fmt.Appendf(nil, `{"object":%s,"mergedIds":%s,"changes":%s,"repointed":%s}`+"\n",
-		a.body[:len(a.body)-1], mergedIDs, appendMembers(nil, changes), repointed)
+	a.body = fmt.Appendf(nil, `{"object":%s,"mergedIds":%s,"changes":%s,"repointed":%s,"dryRun":%t}`+"\n",
+		a.body[:len(a.body)-1], mergedIDs, appendMembers(nil, changes), repointed, dryRun)
 	return a, nil
 }
 

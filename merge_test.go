@@ -22,13 +22,31 @@ type mergeAnswer struct {
 	MergedIds []any
 	Changes   map[string]struct{ From, To any }
 	Repointed map[string]int
+	DryRun    *bool
 }
 
-// merge POSTs a merge of the ids of body into the object at path, and stops the test unless 200.
+// merge POSTs a merge of the ids of body into the object at path, and stops the test unless 200
+// with "dryRun": false.
 func merge(t *testing.T, key, path, body string) (mergeAnswer, response) {
 	t.Helper()
 	r := wantStatus(t, call(t, "POST", path+"/merge", key, body), http.StatusOK)
-	return decode[mergeAnswer](t, r.body), r
+	a := decode[mergeAnswer](t, r.body)
+	if a.DryRun == nil || *a.DryRun {
+		t.Errorf("POST %s/merge: dryRun %v; want false", path, a.DryRun)
+	}
+	return a, r
+}
+
+// dryRunOf decodes a dry run's answer, fails the test unless it says "dryRun": true, and returns it
+// as the merge's own would read: "dryRun": false.
+func dryRunOf(t *testing.T, r response) mergeAnswer {
+	t.Helper()
+	a := decode[mergeAnswer](t, wantStatus(t, r, http.StatusOK).body)
+	if a.DryRun == nil || !*a.DryRun {
+		t.Errorf("%s %s: dryRun %v; want true", r.method, r.path, a.DryRun)
+	}
+	a.DryRun = new(bool)
+	return a
 }
 
 // wantMerged checks a 404 "merged" that names into.
@@ -128,7 +146,7 @@ func TestMergeCustomValues(t *testing.T) {
 	l2, _ := create(t, c.key, "/v1/contacts", `{"name": "L2", "custom": {"tags": ["a"], "code": "Y8"}}`)
 	body := fmt.Sprintf(`{"mergeIds": ["%d", "%d"]}`, l1.id(), l2.id())
 
-	dry := decode[mergeAnswer](t, wantStatus(t, call(t, "POST", s+"/merge", c.key, `{"dryRun": true, `+body[1:]), http.StatusOK).body)
+	dry := dryRunOf(t, call(t, "POST", s+"/merge", c.key, `{"dryRun": true, `+body[1:]))
 	wantFields(t, call(t, "POST", "/v1/contacts", c.key, `{"name": "B", "custom": {"code": "z9"}}`), "custom.code") // l1 still holds it
 	a, r := merge(t, c.key, s, body)
 	var got struct {
@@ -163,8 +181,7 @@ func TestMergeDryRunAnswersTheMergeAndWritesNothing(t *testing.T) {
 	lPath := itemPath("/v1/contacts", l.id())
 	before, beforeL := mustGet(t, c.key, s), mustGet(t, c.key, lPath)
 	body := fmt.Sprintf(`{"mergeIds": ["%d"], "dryRun": true}`, l.id())
-	dry := decode[mergeAnswer](t, wantStatus(t, call(t, "POST", s+"/merge?expand[]=userCreator", c.key, body,
-		"Idempotency-Key", "dry-1"), http.StatusOK).body)
+	dry := dryRunOf(t, call(t, "POST", s+"/merge?expand[]=userCreator", c.key, body, "Idempotency-Key", "dry-1"))
 	wantUnchanged(t, c.key, s, before)
 	wantUnchanged(t, c.key, lPath, beforeL)
 	if n := countOf(t, c.key, "/v1/contacts/count"); n != 2 {
@@ -175,7 +192,7 @@ func TestMergeDryRunAnswersTheMergeAndWritesNothing(t *testing.T) {
 	}
 	real := decode[mergeAnswer](t, wantStatus(t, call(t, "POST", s+"/merge?expand[]=userCreator", c.key,
 		fmt.Sprintf(`{"mergeIds": ["%d"]}`, l.id())), http.StatusOK).body)
-	// The same answer but for the moment of the change.
+	// The same answer but for the moment of the change, and dryRun (false here: dryRunOf set it so).
 	delete(dry.Object, "updatedAt")
 	delete(real.Object, "updatedAt")
 	if diff := cmp.Diff(real, dry); diff != "" || dry.Object["userCreator"] == nil || dry.Object["city"] != "Lisboa" {

@@ -177,8 +177,13 @@ func (m *metrics) attempt(status int) {
 	}
 }
 
-// ServeHTTP answers GET /metrics with every series.
+// ServeHTTP answers GET (and HEAD) /metrics with every series; another method is 405 with Allow.
 func (m *metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "405 method not allowed: /metrics answers GET and HEAD", http.StatusMethodNotAllowed)
+		return
+	}
 	var e expo
 	routes := *m.routes.Load()
 	names := slices.Sorted(maps.Keys(routes))

@@ -148,6 +148,21 @@ func TestMetricsAreNeverOnTheAPIPort(t *testing.T) {
 	}
 }
 
+// /metrics answers GET and HEAD; any other method is 405 with Allow, and shows no series.
+func TestMetricsAnswerGetAndHeadOnly(t *testing.T) {
+	t.Parallel()
+	_, u := metricsServer(t, map[string]string{})
+	if r := callAt(t, nil, u, "HEAD", "", "", ""); r.status != http.StatusOK || len(r.body) != 0 || r.header.Get("Content-Type") == "" {
+		t.Errorf("HEAD /metrics = %d, %d bytes, Content-Type %q; want 200 with no body", r.status, len(r.body), r.header.Get("Content-Type"))
+	}
+	for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+		r := callAt(t, nil, u, method, "", "", "")
+		if r.status != http.StatusMethodNotAllowed || r.header.Get("Allow") != "GET, HEAD" || bytes.Contains(r.body, []byte("rolodex_")) {
+			t.Errorf("%s /metrics = %d, Allow %q, body %.100q; want 405 with Allow: GET, HEAD and no series", method, r.status, r.header.Get("Allow"), r.body)
+		}
+	}
+}
+
 func TestMetricsCount429ByCauseAndLimitedAddresses(t *testing.T) {
 	t.Parallel()
 	api, mu := metricsServer(t, map[string]string{"ROLODEX_RATE_LIMIT": "1", "ROLODEX_AUTH_FAILURE_LIMIT": "2"})

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Errors, and the one place that turns them into HTTP answers: RFC 9457 problem+json bodies (API.md
@@ -109,13 +111,102 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	}
 }
 
+// The bounds of an error body: whatever the request, one stays under 256 KiB (a batch's too:
+// batchErrorBudget). A message that lists what the client could have sent names a few
+// (listMessage); the API's own messages are written to fit.
+const (
+	maxMessageChars  = 200       // of an errors entry's field and of its message
+	maxDetailChars   = 1000      // of a problem's detail
+	maxErrorEntries  = 10        // errors entries of a problem (of each item of a batch), then one "and N more"
+	batchErrorBudget = 160 << 10 // bytes of a batch's errors past which each further failing item has one entry
+)
+
 // writeProblem writes e as an RFC 9457 problem+json body. Every error answer goes through it.
 func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	writeProblemBody(w, e.Status, problemJSON(r, e))
 }
 
-// problemJSON is e as an RFC 9457 problem+json body.
+// problemJSON is e as an RFC 9457 problem+json body, within the bounds (bounded).
 func problemJSON(r *http.Request, e *apiError) []byte {
+	return encodeProblem(r, e.bounded("", maxErrorEntries))
+}
+
+// bounded returns e as an answer carries it: its detail, and each errors entry's field and message,
+// cut to their bounds; at most entries of its errors, then one that counts the others. at names the
+// part of the body the fields are in ("items[3]": email is then "items[3].email", "" is the body's
+// own), and the entry that counts.
+func (e *apiError) bounded(at string, entries int) *apiError {
+	b := *e
+	b.Detail = clampText(e.Detail, maxDetailChars)
+	if len(e.Errors) == 0 {
+		return &b
+	}
+	shown := min(len(e.Errors), entries)
+	b.Errors = make([]fieldError, 0, shown+1)
+	for _, fe := range e.Errors[:shown] {
+		field := fe.Field
+		if at != "" {
+			field = strings.TrimSuffix(at+"."+fe.Field, ".")
+		}
+		b.Errors = append(b.Errors, fieldError{Field: clampText(field, maxMessageChars), Message: clampText(fe.Message, maxMessageChars)})
+	}
+	if more := len(e.Errors) - shown; more > 0 {
+		msg := fmt.Sprintf("and %d more", more)
+		if shown == 0 {
+			msg = fmt.Sprintf("%d errors, not listed: the answer is at its size bound", more)
+		}
+		b.Errors = append(b.Errors, fieldError{Field: at, Message: msg})
+	}
+	return &b
+}
+
+// clampText returns s, or when it has more than n characters its first n-3 and "...".
+func clampText(s string, n int) string {
+	if len(s) <= n { // a character is a byte at least
+		return s
+	}
+	chars := 0
+	for i := range s { // an invalid byte is one character, as appendString writes it
+		if chars == n-3 {
+			if utf8.RuneCountInString(s[i:]) <= 3 {
+				return s
+			}
+			return s[:i] + "..."
+		}
+		chars++
+	}
+	return s
+}
+
+// quoteClamped is s, a value a client sent, quoted for a message: at most 40 characters of it.
+func quoteClamped(s string) string {
+	return strconv.Quote(clampText(s, 40))
+}
+
+// listMessage is prefix followed by values, as many as fit a message (at most maxErrorEntries of
+// them, in maxMessageChars less a margin for what a caller adds), then "and N more".
+func listMessage(prefix string, values []string) string {
+	msg := prefix
+	shown := 0
+	for i, v := range values {
+		sep := ", "
+		if i == 0 {
+			sep = ""
+		}
+		if i == maxErrorEntries || utf8.RuneCountInString(msg+sep+v)+len(" and 999 more") > maxMessageChars-10 {
+			break
+		}
+		msg += sep + v
+		shown++
+	}
+	if more := len(values) - shown; more > 0 {
+		msg += fmt.Sprintf(" and %d more", more)
+	}
+	return msg
+}
+
+// encodeProblem is e as an RFC 9457 problem+json body, as it is: bounded already.
+func encodeProblem(r *http.Request, e *apiError) []byte {
 	typ := "about:blank"
 	title := http.StatusText(e.Status)
 	status := int64(e.Status)

@@ -97,6 +97,15 @@ type member struct {
 var errBodyTooLarge = &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 	Detail: fmt.Sprintf("The body is larger than %d bytes.", maxBodyBytes)}
 
+// noBodyIsEmpty makes r's body, when it has none (Content-Length: 0), an empty JSON object: a
+// request whose body members are all optional may come without a body (roll, rotateSecret).
+func noBodyIsEmpty(r *http.Request) {
+	if r.ContentLength == 0 {
+		r.Header.Set("Content-Type", "application/json")
+		r.Body = io.NopCloser(strings.NewReader("{}"))
+	}
+}
+
 // readObject reads a body that must be exactly one JSON object, sent uncompressed as
 // application/json, of at most maxBodyBytes. Invalid UTF-8, duplicate member names and anything
 // after the object are a 400: encoding/json would silently repair or pick one, and silently changed

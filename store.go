@@ -32,6 +32,7 @@ type store struct {
 	db               *sql.DB
 	statementTimeout time.Duration          // what a statement may take: 0, no limit
 	cursorKey        atomic.Pointer[[]byte] // signs list cursors; see listCursorKey
+	shares           *poolShares            // each company's share of db's connections
 }
 
 type dbConfig struct {
@@ -56,7 +57,73 @@ func openStore(cfg dbConfig) (*store, error) {
 	db.SetMaxOpenConns(cfg.maxConns)
 	db.SetMaxIdleConns(cfg.maxConns)
 	db.SetConnMaxIdleTime(10 * time.Minute)
-	return &store{db: db, statementTimeout: cfg.statementTimeout}, nil
+	return &store{db: db, statementTimeout: cfg.statementTimeout, shares: newPoolShares(max(1, cfg.maxConns/2))}, nil
+}
+
+// poolShares holds each company to a share of the pool: at most size of its connections at once (half
+// of them), so that one company's requests, however heavy, leave the others connections to be answered
+// with; its further requests wait their turn within their deadline (issue 44). A request takes a place
+// in its company's share with each connection it takes (withConn), and gives it back with the
+// connection. That cannot deadlock: no request takes a connection while it holds one (a write's reads
+// go over its own connection, a batch's items over the batch's), so a place is never held while
+// another is waited for, and batches wait for their turn (takeTurn, batch.go) holding none. Work of no
+// company (migrations, the background loops, the key look-up of withAuth) takes no place.
+type poolShares struct {
+	size      int
+	mu        sync.Mutex
+	byCompany map[int64]*poolShare // the companies with a connection taken or waited for
+}
+
+// poolShare is one company's share: a place in places for each connection it holds.
+type poolShare struct {
+	places chan struct{}
+	users  int // the requests that hold a place or wait for one: at 0 it is dropped
+}
+
+func newPoolShares(size int) *poolShares {
+	return &poolShares{size: size, byCompany: map[int64]*poolShare{}}
+}
+
+// take waits for a place in the share of companyID (0: none, and nil) and returns the share to give
+// it back to; ctx's error when ctx ends first.
+func (p *poolShares) take(ctx context.Context, companyID int64) (*poolShare, error) {
+	if companyID == 0 {
+		return nil, nil
+	}
+	p.mu.Lock()
+	sh, ok := p.byCompany[companyID]
+	if !ok {
+		sh = &poolShare{places: make(chan struct{}, p.size)}
+		p.byCompany[companyID] = sh
+	}
+	sh.users++
+	p.mu.Unlock()
+	select {
+	case sh.places <- struct{}{}:
+		return sh, nil
+	case <-ctx.Done():
+		p.leave(companyID, sh)
+		return nil, ctx.Err()
+	}
+}
+
+// give gives back the place take returned in sh, the share of companyID (nil: none).
+func (p *poolShares) give(companyID int64, sh *poolShare) {
+	if sh == nil {
+		return
+	}
+	<-sh.places
+	p.leave(companyID, sh)
+}
+
+// leave records that a request of companyID no longer holds or waits for a place in sh.
+func (p *poolShares) leave(companyID int64, sh *poolShare) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sh.users--
+	if sh.users == 0 {
+		delete(p.byCompany, companyID)
+	}
 }
 
 func (s *store) Close() error { return s.db.Close() }
@@ -113,10 +180,17 @@ func (s *store) read(ctx context.Context, reads ...read) error {
 	})
 }
 
-// withConn runs f on pgx's own connection under the pool (conn.Raw). When f fails having sent
-// nothing (pgconn.SafeToRetry: say, a connection the server closed while it sat idle), database/sql
-// drops the connection and f runs again on another, up to three times in all.
+// withConn runs f on pgx's own connection under the pool (conn.Raw), within the share of the pool of
+// the request's company (poolShares; ctx's requestInfo names it). When f fails having sent nothing
+// (pgconn.SafeToRetry: say, a connection the server closed while it sat idle), database/sql drops
+// the connection and f runs again on another, up to three times in all. f must not call withConn.
 func (s *store) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
+	companyID := requestInfo(ctx).companyID
+	sh, err := s.shares.take(ctx, companyID)
+	if err != nil {
+		return err
+	}
+	defer s.shares.give(companyID, sh)
 	for try := 1; ; try++ {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {

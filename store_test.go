@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +144,67 @@ func TestFailedPatchLeavesNoLock(t *testing.T) {
 	}
 	if r := callAt(t, nil, base, "GET", contact, c.key, ""); r.status != http.StatusOK {
 		t.Errorf("GET %s after the failures = %d; want 200 (the one connection still works)", contact, r.status)
+	}
+}
+
+// One company's requests hold at most half of the pool's connections at once: on a server with 4,
+// a company whose 6 PATCHes wait for a row lock holds 2 connections, its other 4 PATCHes wait for
+// their turn holding none, and another company's retrieve is answered meanwhile.
+func TestOneCompanyHoldsAtMostHalfThePool(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(testEnv.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := "rolodex_share_" + randomHex(4) // names the server's connections in pg_stat_activity
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	base := startServer(t, map[string]string{"DATABASE_URL": u.String(), "ROLODEX_DB_MAX_CONNS": "4", "ROLODEX_WEBHOOK_SLOTS": "0",
+		"ROLODEX_STATEMENT_TIMEOUT": "30s"}, &syncBuffer{})
+	busy, other := newTestCompany(t), newTestCompany(t)
+	locked := createPath(t, busy.key, "/v1/contacts", `{"name": "Locked"}`)
+	retrieve := createPath(t, other.key, "/v1/contacts", `{"name": "Other"}`)
+	wantStatus(t, callAt(t, nil, base, "GET", locked, busy.key, ""), http.StatusOK) // both keys in the server's cache
+	wantStatus(t, callAt(t, nil, base, "GET", retrieve, other.key, ""), http.StatusOK)
+
+	lock, err := testEnv.st.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.Exec(`SELECT FROM contacts WHERE company_id = $1 FOR UPDATE`, busy.id); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	statuses := make([]int, 6)
+	for i := range statuses {
+		wg.Go(func() {
+			r, err := send(nil, base, "PATCH", locked, busy.key, fmt.Sprintf(`{"city": "C%d"}`, i))
+			statuses[i] = r.status
+			if err != nil {
+				t.Error(err)
+			}
+			done.Add(1)
+		})
+	}
+	waiting := func() int64 { // the server's statements that wait for the lock
+		return sqlID(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND state = 'active'
+			AND query LIKE '%FROM contacts%FOR UPDATE%'`, app)
+	}
+	for deadline := time.Now().Add(20 * time.Second); waiting() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the busy company's PATCHes never took 2 connections (%d did)", waiting())
+		}
+	}
+	wantStatus(t, callAt(t, nil, base, "GET", retrieve, other.key, ""), http.StatusOK)
+	if n, w := done.Load(), waiting(); n != 0 || w != 2 {
+		t.Errorf("while another company was answered: %d of the busy company's PATCHes done, %d holding a connection; want 0 and 2", n, w)
+	}
+	lock.Rollback()
+	wg.Wait()
+	if want := slices.Repeat([]int{http.StatusOK}, 6); !slices.Equal(statuses, want) {
+		t.Errorf("the busy company's PATCHes = %v; want each 200 once the lock was gone", statuses)
 	}
 }

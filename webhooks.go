@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -143,8 +142,8 @@ func eventFilterList(p *commaList) func(json.RawMessage) string {
 		}
 		for _, f := range fs {
 			if f != "*" && len(typesNamed(f)) == 0 {
-				return fmt.Sprintf("names no event type (%q); the types are %s; contact.*, business.*, organization.* name their families and * all of them",
-					f, strings.Join(eventTypes, ", "))
+				return fmt.Sprintf("names no event type (%s); one is a type such as contact.created, a family such as contact.* or *, all of them; GET /v1/openapi.json lists the types",
+					quoteClamped(f))
 			}
 		}
 		*p = fs
@@ -217,7 +216,7 @@ func checkWebhookHost(ctx context.Context, rawURL string, allow []netip.Prefix) 
 		return nil
 	}
 	return []fieldError{{Field: "url", Message: fmt.Sprintf("must have a host that resolves only to public addresses, and %s does not "+
-		"(for local development, the server's ROLODEX_WEBHOOK_ALLOW_CIDRS can allow loopback or private addresses)", u.Hostname())}}
+		"(ROLODEX_WEBHOOK_ALLOW_CIDRS can allow others)", clampText(u.Hostname(), 80))}}
 }
 
 // errRefusedAddress is the error of a connection the webhook client refused to open.
@@ -248,7 +247,8 @@ func newWebhookClient(allow []netip.Prefix) *http.Client {
 }
 
 // handleWebhookCreate answers POST /v1/webhooks: 201, the endpoint with its secret, shown only here.
-// The URL's host is resolved, and the key must read the events the endpoint takes, before the write.
+// The key must read the events the endpoint takes, and then the URL's host is resolved, before the
+// write: a key that may not make the endpoint learns nothing of a host (and costs no look-up).
 func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -257,12 +257,12 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 		if wr == nil {
 			return
 		}
-		if errs := checkWebhookHost(r.Context(), v.URL, allow); errs != nil {
-			writeError(w, r, log, fieldErrors(errs))
-			return
-		}
 		if aerr := eventScopeError(t.scopes, v.Events); aerr != nil {
 			writeProblem(w, r, aerr)
+			return
+		}
+		if errs := checkWebhookHost(r.Context(), v.URL, allow); errs != nil {
+			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
@@ -273,7 +273,7 @@ func handleWebhookCreate(st *store, allow []netip.Prefix, log *slog.Logger) http
 }
 
 // handleWebhookUpdate answers PATCH /v1/webhooks/{id} (updateWebhook): 404, or the answer kept for its
-// key, before the body is checked; a new URL's host and the events, as at creation, before the write.
+// key, before the body is checked; the events and then a new URL's host, as at creation, before the write.
 func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -286,17 +286,19 @@ func handleWebhookUpdate(st *store, allow []netip.Prefix, log *slog.Logger) http
 			return
 		}
 		var scratch webhookEndpoint // the body alone, checked before the write
-		errs := applyMembers(wr.members, scratch.fields(), readOnlyFields)
-		if errs == nil && hasMember(wr.members, "url") {
-			errs = checkWebhookHost(r.Context(), scratch.URL, allow)
-		}
-		if errs != nil {
+		if errs := applyMembers(wr.members, scratch.fields(), readOnlyFields); errs != nil {
 			writeError(w, r, log, fieldErrors(errs))
 			return
 		}
 		if aerr := eventScopeError(t.scopes, scratch.Events); aerr != nil {
 			writeProblem(w, r, aerr)
 			return
+		}
+		if hasMember(wr.members, "url") {
+			if errs := checkWebhookHost(r.Context(), scratch.URL, allow); errs != nil {
+				writeError(w, r, log, fieldErrors(errs))
+				return
+			}
 		}
 		runWrite(w, r, st, log, wr, func(tx *tx) (answer, error) {
 			v, err := updateWebhook(r.Context(), tx, t, wr.id, patch{members: wr.members})
@@ -361,14 +363,14 @@ func secretAnswer(v webhookEndpoint) answer {
 	return a
 }
 
-// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {}): 201, the endpoint with a
+// handleWebhookRotate answers POST /v1/webhooks/{id}/rotateSecret (body {} or none): 201, the endpoint with a
 // new secret. The old one signs too for secretOverlap, so that receivers switch without refusing any.
 // Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
-	return handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
+	rotate := handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 		v, _, _, err := lockObject[webhookEndpoint](r.Context(), tx, webhooks, t.companyID, wr.id, patch{})
 		if err != nil {
 			return answer{}, err
@@ -378,6 +380,10 @@ func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 			return answer{}, fmt.Errorf("rotate secret of webhook endpoint %d: %w", wr.id, err)
 		}
 		return secretAnswer(v), nil
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		noBodyIsEmpty(r) // the body is {} or none, as roll's may be
+		rotate.ServeHTTP(w, r)
 	})
 }
 

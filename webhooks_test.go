@@ -625,6 +625,12 @@ func TestWebhookEndpointsGetOnlyEventsTheirKeyCouldRead(t *testing.T) {
 	ec, ea := itemPath("/v1/webhooks", ecID), itemPath("/v1/webhooks", eaID)
 	wantProblem(t, as(hooksOnly, "PATCH", ec, `{"events": ["contact.created"]}`), http.StatusForbidden, "insufficient_scope")
 	wantProblem(t, as(contacts, "PATCH", ea, `{"events": ["business.*"]}`), http.StatusForbidden, "insufficient_scope")
+	// The scopes come before the host's look-up: a host that cannot resolve (a 64-character label,
+	// which no DNS query carries) is not named to a key that may not make the endpoint.
+	nowhere := `"http://` + strings.Repeat("a", 64) + `.example/hooks"`
+	wantProblem(t, as(contacts, "POST", "/v1/webhooks", `{"url": `+nowhere+`, "events": ["business.*"]}`), http.StatusForbidden, "insufficient_scope")
+	wantProblem(t, as(hooksOnly, "PATCH", ec, `{"url": `+nowhere+`, "events": ["contact.created"]}`), http.StatusForbidden, "insufficient_scope")
+	wantFields(t, as(contacts, "POST", "/v1/webhooks", `{"url": `+nowhere+`, "events": ["contact.*"]}`), "url")
 
 	wantStatus(t, w.call(t, "POST", "/v1/contacts", `{"name": "Ana"}`), http.StatusCreated)
 	wantStatus(t, w.call(t, "POST", "/v1/business", `{"title": "Deal"}`), http.StatusCreated)
@@ -692,6 +698,14 @@ func TestWebhookSecretRotationSignsWithBothSecretsFor24Hours(t *testing.T) {
 			w.c.id, old.ID, time.Now().Add(-secretOverlap-time.Minute)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// As a key's roll, a rotation takes no body as well as {}.
+	for _, ct := range []string{"", "application/json"} {
+		again := decode[endpointBody](t, wantStatus(t, w.call(t, "POST", path, "", "Content-Type", ct), http.StatusCreated).body)
+		if again.ID != old.ID || !strings.HasPrefix(again.Secret, "whsec_") || again.Secret == rotated.Secret {
+			t.Errorf("rotated without a body (Content-Type %q): %+v; want the endpoint with a new secret", ct, again)
+		}
+		rotated = again
 	}
 }
 

@@ -6,7 +6,8 @@
 // BENCH_METRICS=1, with neither: this tree's server with -metrics-addr against the same binary without.
 // events100 is also measured against pgbench running the feed's SQL on the same PostgreSQL. Last,
 // BENCH_IMPORT contacts are imported into new companies by batches of 100 and by single creates
-// (importBench). With BENCH_CUSTOM=1 (no BASELINE), the first company's contacts carry custom
+// (importBench), and another company's retrieve is measured beside 32 heavy reads of the first
+// (neighbourBench). With BENCH_CUSTOM=1 (no BASELINE), the first company's contacts carry custom
 // field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
 // the same server instead.
 package main
@@ -323,6 +324,13 @@ next:
 		section, err := importBench(ctx, stdout, filepath.Join(tmp, "new"), dbURL, bases[0], cfg.imports)
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
+		}
+		report += section
+	}
+	if !cfg.custom && !cfg.metrics {
+		section, err := neighbourBench(ctx, stdout, filepath.Join(tmp, "new"), dbURL, script, bases[:len(revs)], names, c, cfg.seconds)
+		if err != nil {
+			return fmt.Errorf("neighbour: %w", err)
 		}
 		report += section
 	}
@@ -1184,4 +1192,70 @@ func post(ctx context.Context, url, key, body string) error {
 		return fmt.Errorf("POST %s answered %s: %.300s", url, resp.Status, b)
 	}
 	return nil
+}
+
+// neighbourRead is the read a company runs 32 of at once in neighbourBench: a count of its contacts
+// whose name, surname, e-mail or phone contains "ame", which is every one of them.
+var neighbourRead = scenario{name: "heavy count", method: "GET", path: "/v1/contacts/count?q=ame", conns: 32}
+
+// neighbourBench measures, on each server of bases (named names), the p50 and p99 of another
+// company's retrieve (wrk, 4 connections, seconds) alone and while company heavy runs 32 of
+// neighbourRead at once (issue 44: a company uses at most half of the pool), and returns the
+// report's section. The other company is new, with one contact, and deleted at the end.
+func neighbourBench(ctx context.Context, stdout io.Writer, bin, dbURL, script string, bases, names []string, heavy company, seconds int) (string, error) {
+	out, err := runCmd(ctx, "", []string{"DATABASE_URL=" + dbURL}, bin, "company", "create", "-name", "Neighbour")
+	if err != nil {
+		return "", err
+	}
+	var other company
+	if err := json.Unmarshal([]byte(out), &other); err != nil {
+		return "", fmt.Errorf("company create printed %q: %w", out, err)
+	}
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	defer db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM companies WHERE id = $1`, other.ID)
+	if err := post(ctx, bases[0]+"/v1/contacts", other.Key, `{"name": "Neighbour"}`); err != nil {
+		return "", err
+	}
+	if err := db.QueryRowContext(ctx, `SELECT id FROM contacts WHERE company_id = $1`, other.ID).Scan(&other.lo); err != nil {
+		return "", err
+	}
+	other.hi = other.lo
+	retrieve := scenario{name: "retrieve", method: "GET", path: "/v1/contacts/{id}", conns: 4}
+	section := fmt.Sprintf("\n## Another company's retrieve beside a heavy neighbour (issue 44)\n\n"+
+		"One contact of another company retrieved by wrk -c4 for %ds, alone and while the first company runs 32 `GET %s` at once "+
+		"(a server's pool is 16 connections, of which a company uses at most 8):\n\n"+
+		"| server | alone p50 | alone p99 | beside p50 | beside p99 | retrieve errors | heavy count req/s | heavy count errors |\n"+
+		"|---|---:|---:|---:|---:|---:|---:|---:|\n", seconds, neighbourRead.path)
+	for i, base := range bases {
+		if _, err := check(ctx, base, heavy, neighbourRead); err != nil {
+			return "", err
+		}
+		alone, err := runWrk(ctx, script, base, other, retrieve, seconds)
+		if err != nil {
+			return "", err
+		}
+		type outcome struct {
+			r   result
+			err error
+		}
+		load := make(chan outcome, 1)
+		go func() {
+			r, err := runWrk(ctx, script, base, heavy, neighbourRead, seconds+2)
+			load <- outcome{r, err}
+		}()
+		time.Sleep(time.Second) // the neighbour's reads under way
+		beside, err := runWrk(ctx, script, base, other, retrieve, seconds)
+		h := <-load
+		if err = cmp.Or(err, h.err); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(stdout, "  %-9s retrieve alone p99 %s, beside 32 heavy counts p99 %s (%.0f counts/s)\n", names[i], ms(float64(alone.p99)), ms(float64(beside.p99)), h.r.rps)
+		section += fmt.Sprintf("| %s | %s | %s | %s | %s | %d | %.0f | %d |\n", names[i], ms(float64(alone.p50)), ms(float64(alone.p99)),
+			ms(float64(beside.p50)), ms(float64(beside.p99)), alone.errors+beside.errors, h.r.rps, h.r.errors)
+	}
+	return section, nil
 }
