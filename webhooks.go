@@ -340,7 +340,7 @@ func updateWebhook(ctx context.Context, tx *tx, t tenant, id int64, p patch) (we
 		v.DisabledReason = pgtype.Text{}
 	}
 	const q = `UPDATE webhook_endpoints SET url = $3, events = $4, description = $5, enabled = $6,
-		disabled_reason = $7, families = $8, updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+		disabled_reason = $7, families = $8, ` + touched + `
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
 	args := []any{t.companyID, id, v.URL, []string(v.Events), v.Description, v.Enabled, v.DisabledReason, readableFamilies(t.scopes)}
 	err = tx.queryRow(ctx, q, args, &v.UpdatedAt)
@@ -368,7 +368,7 @@ func secretAnswer(v webhookEndpoint) answer {
 // Round trips: the lock (lockObject, with BEGIN), the UPDATE.
 func handleWebhookRotate(st *store, log *slog.Logger) http.Handler {
 	const q = `UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, secret_rotated_at = now(),
-			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))
+			` + touched + `
 		WHERE company_id = $1 AND id = $2 RETURNING updated_at`
 	rotate := handleWrite(st, webhooks, log, []bodyField{}, func(r *http.Request, tx *tx, t tenant, wr *write) (answer, error) {
 		v, _, _, err := lockObject[webhookEndpoint](r.Context(), tx, webhooks, t.companyID, wr.id, patch{})
@@ -518,8 +518,7 @@ func (s *store) recordAttempt(ctx context.Context, c claimed, status int, errTex
 				now() - $8 * interval '1 millisecond' AS delivered_since) AS t
 			WHERE company_id = $1 AND id = $2 AND next_attempt_at = $3
 			RETURNING company_id, endpoint_id, status, t.delivered_since)
-		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $9,
-			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(w.updated_at))
+		UPDATE webhook_endpoints w SET enabled = false, disabled_reason = $9, ` + touched + `
 		FROM d WHERE d.status = 'failed' AND w.company_id = d.company_id AND w.id = d.endpoint_id AND w.enabled
 			AND NOT EXISTS (SELECT FROM webhook_deliveries x WHERE x.company_id = w.company_id
 				AND x.endpoint_id = w.id AND x.delivered_at > d.delivered_since)`
