@@ -32,14 +32,16 @@ type assocKind struct {
 	object string    // its name in an association's JSON, and its event family
 	res    *resource // its objects
 	textID bool      // its ids are written as strings (contacts)
+	rel    relKind   // its objects as expand[] embeds them (an activity's targets)
 }
 
 // The kinds that associate, any two different ones.
 var (
-	businessKind     = &assocKind{path: "business", object: "business", res: businesses}
-	contactKind      = &assocKind{path: "contacts", object: "contact", res: contacts, textID: true}
-	organizationKind = &assocKind{path: "organizations", object: "organization", res: organizations}
-	assocKinds       = []*assocKind{businessKind, contactKind, organizationKind}
+	activityKind     = &assocKind{path: "activities", object: "activity", res: activities, rel: numRelKinds} // never a target
+	businessKind     = &assocKind{path: "business", object: "business", res: businesses, rel: relBusiness}
+	contactKind      = &assocKind{path: "contacts", object: "contact", res: contacts, textID: true, rel: relContact}
+	organizationKind = &assocKind{path: "organizations", object: "organization", res: organizations, rel: relOrganization}
+	assocKinds       = []*assocKind{activityKind, businessKind, contactKind, organizationKind}
 )
 
 // kindOf returns the kind whose path or object name is name, or nil.
@@ -128,17 +130,7 @@ func lockEnds(ctx context.Context, tx *tx, companyID int64, items []*association
 			ids[a.to] = append(ids[a.to], a.toID)
 		}
 	}
-	found := map[*assocKind]map[int64]bool{}
-	var reads []read
-	for _, k := range assocKinds { // in one order, as each kind's rows in id order: lockers wait in turn
-		kindIDs, ok := ids[k]
-		if !ok {
-			continue
-		}
-		found[k] = map[int64]bool{}
-		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`
-		reads = append(reads, eachRow[fieldID](q, []any{companyID, kindIDs}, func(id *fieldID) { found[k][int64(*id)] = true }))
-	}
+	found, reads := lockObjects(companyID, ids)
 	if reads == nil {
 		return nil
 	}
@@ -151,6 +143,23 @@ func lockEnds(ctx context.Context, tx *tx, companyID int64, items []*association
 		}
 	}
 	return nil
+}
+
+// lockObjects returns the reads that lock the company's objects ids (by kind) FOR KEY SHARE, and
+// what they fill once run: whether each is there.
+func lockObjects(companyID int64, ids map[*assocKind][]int64) (map[*assocKind]map[int64]bool, []read) {
+	found := map[*assocKind]map[int64]bool{}
+	var reads []read
+	for _, k := range assocKinds { // in one order, as each kind's rows in id order: lockers wait in turn
+		kindIDs, ok := ids[k]
+		if !ok {
+			continue
+		}
+		found[k] = map[int64]bool{}
+		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`
+		reads = append(reads, eachRow[fieldID](q, []any{companyID, kindIDs}, func(id *fieldID) { found[k][int64(*id)] = true }))
+	}
+	return found, reads
 }
 
 // createAssociations stores the items without an err in tx, each with its association.created
@@ -379,12 +388,20 @@ func readLabel(members []member) (string, *apiError) {
 	return label, nil
 }
 
-// associationScopeError is the 403 of a key that may not write (or read) both ends of a.
+// associationScopeError is the 403 of a key that may not write (or read) both ends of a. An
+// association with an activity is written with write on activities and read on the other kind.
 func associationScopeError(t tenant, a *association, access string) *apiError {
-	if aerr := scopeError(t.scopes, a.from.path+":"+access); aerr != nil {
+	fromAccess, toAccess := access, access
+	switch {
+	case access == "write" && a.to == activityKind:
+		fromAccess = "read"
+	case access == "write" && a.from == activityKind:
+		toAccess = "read"
+	}
+	if aerr := scopeError(t.scopes, a.from.path+":"+fromAccess); aerr != nil {
 		return aerr
 	}
-	return scopeError(t.scopes, a.to.path+":"+access)
+	return scopeError(t.scopes, a.to.path+":"+toAccess)
 }
 
 // handleAssociationPut answers PUT /v1/{kind}/{id}/associations/{toKind}/{toId}, its body none or
@@ -594,6 +611,7 @@ func handleAssociationList(st *store, from *assocKind, log *slog.Logger) http.Ha
 		"business":      associatedPage[business](st, log),
 		"contacts":      associatedPage[contact](st, log),
 		"organizations": associatedPage[organization](st, log),
+		"activities":    associatedPage[activity](st, log),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		al, err := readAssociationList(r, st, from, true)
@@ -861,7 +879,7 @@ func readEnd(k **assocKind, id *int64) func(json.RawMessage) string {
 		}
 		*id = readItemID(memberRaw(members, "id"))
 		if dup != "" || !ok || len(members) != 2 || *k == nil || *id == 0 {
-			return `must be {"object": "contact", "business" or "organization", "id": the object's id}`
+			return `must be {"object": "contact", "business", "organization" or "activity", "id": the object's id}`
 		}
 		return ""
 	}

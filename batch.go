@@ -47,6 +47,7 @@ var (
 	contactBatch = batchWrites[contact]{create: createContact, update: updateContact, match: upsertMatch{"email", "lower(btrim(v))",
 		`SELECT id, lower(email) AS val FROM contacts WHERE company_id = $1`}} // a stored e-mail has no spaces around it (checkEmail)
 	businessBatch     = batchWrites[business]{create: createBusiness, update: updateBusiness}
+	activityBatch     = batchWrites[activity]{create: createActivity, update: updateActivity}
 	organizationBatch = batchWrites[organization]{create: createOrganization, update: updateOrganization, match: upsertMatch{"name",
 		"lower(btrim(v))", `SELECT id, lower(btrim(name)) AS val FROM organizations WHERE company_id = $1`}}
 )

@@ -100,8 +100,8 @@ func (s *store) demoCompany(ctx context.Context, key string) (newCompany, error)
 	return nc, err
 }
 
-// seedDemo fills a new demo company with sample organizations, users, contacts and business records,
-// in the transaction that makes it.
+// seedDemo fills a new demo company with sample organizations, users, contacts, business records and
+// activities about them, in the transaction that makes it.
 func seedDemo(tx *tx, nc newCompany) {
 	const qOrgs = `INSERT INTO organizations (company_id, name)
 		SELECT $1, unnest(ARRAY['Acme Corporation', 'Globex', 'Initech', 'Umbrella Logistics', 'Stark Industries'])`
@@ -130,8 +130,20 @@ func seedDemo(tx *tx, nc newCompany) {
 			(SELECT s.id FROM stages s JOIN boards b ON b.company_id = s.company_id AND b.id = s.board_id
 				WHERE s.company_id = $1 AND b.is_default ORDER BY s.position OFFSET i % 5 LIMIT 1)
 		FROM generate_series(1, 20) AS i`
+	// 10 activities, the first ten deals their targets.
+	const qActivities = `INSERT INTO activities (company_id, type, subject, body, occurred_at, due_at, user_owner_id, user_creator_id)
+		SELECT $1, (ARRAY['call','meeting','task','email','note'])[1 + i % 5], 'Follow-up #' || i, 'Notes of follow-up #' || i,
+			date_trunc('milliseconds', now()) - i * interval '1 day',
+			CASE WHEN i % 5 = 2 THEN date_trunc('milliseconds', now()) + i * interval '1 day' END, $2, $2
+		FROM generate_series(1, 10) AS i`
+	const qTargets = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id)
+		SELECT $1, 'activities', a.id, 'business', b.id
+		FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM activities WHERE company_id = $1) AS a
+		JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM business WHERE company_id = $1) AS b USING (n)`
 	tx.queue(qOrgs, nc.CompanyID)
 	tx.queue(qUsers, nc.CompanyID)
 	tx.queue(qContacts, nc.CompanyID, nc.UserID)
 	tx.queue(qBusiness, nc.CompanyID, nc.UserID)
+	tx.queue(qActivities, nc.CompanyID, nc.UserID)
+	tx.queue(qTargets, nc.CompanyID)
 }

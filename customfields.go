@@ -33,9 +33,9 @@ const (
 var (
 	customKeyPattern    = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 	customOptionPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
-	customObjects       = []string{"contact", "business", "organization"}
+	customObjects       = []string{"contact", "business", "organization", "activity"}
 	customTypes         = []string{"text", "number", "money", "date", "datetime", "boolean", "select", "multiSelect", "url", "email", "user"}
-	customTables        = map[string]string{"contact": "contacts", "business": "business", "organization": "organizations"}
+	customTables        = map[string]string{"contact": "contacts", "business": "business", "organization": "organizations", "activity": "activities"}
 )
 
 // uniqueModes is, for each type that may be unique, how custom_values compares its values: 1

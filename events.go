@@ -30,6 +30,7 @@ import (
 var eventTypes = []string{"contact.created", "contact.updated", "contact.deleted", "contact.merged",
 	"business.created", "business.updated", "business.deleted",
 	"organization.created", "organization.updated", "organization.deleted", "organization.merged",
+	"activity.created", "activity.updated", "activity.deleted",
 	"association.created", "association.deleted"}
 
 // typesNamed returns the event types that filter names: itself, or those of its family ("contact.*").
@@ -45,7 +46,7 @@ func typesNamed(filter string) []string {
 // have no scope of their own: a key reads those between two kinds it reads (readsAssociation).
 var eventFamilies = []struct{ name, scope string }{
 	{"contact", "contacts:read"}, {"business", "business:read"}, {"organization", "organizations:read"},
-	{"association", ""}}
+	{"activity", "activities:read"}, {"association", ""}}
 
 // readableFamilies returns the names of the families of events that scopes read: association when
 // they read two kinds of objects at least.

@@ -22,37 +22,52 @@ const (
 	relOrganization
 	relStage
 	relCountry
+	relContact
+	relBusiness
 	numRelKinds
 )
 
 // scope is what a key needs to have objects of kind k embedded (API.md section 13).
 func (k relKind) scope() string {
-	if k == relOrganization {
+	switch k {
+	case relOrganization:
 		return "organizations:read"
+	case relContact:
+		return "contacts:read"
+	case relBusiness:
+		return "business:read"
 	}
 	return "reference:read"
 }
 
 // expansion is a name expand[] may give, the kind of object it embeds, and the column of the
-// embedding object that holds its id.
+// embedding object that holds its id; or for the objects of several ids of several kinds (an
+// activity's targets), one expansion of the name for each kind, with ids instead of col.
 type expansion struct {
 	name string
 	kind relKind
 	col  string
+	ids  string // the SELECT of the ids of kind of the embedding objects whose id is %s ("= $2", "= ANY($2)")
+}
+
+// multiRelated is an object whose expansions with ids embed several objects (activity, its targets).
+type multiRelated interface {
+	relatedIDs(k relKind) []int64                     // the ids of kind k it embeds
+	appendExpandedJSON(b []byte, rel *related) []byte // the object with those of rel embedded
 }
 
 var (
 	contactExpansions = []expansion{
-		{"organization", relOrganization, "organization_id"},
-		{"country", relCountry, "country_id"},
-		{"stage", relStage, "stage_id"},
-		{"assignedTo", relUser, "assigned_to_id"},
-		{"userCreator", relUser, "user_creator_id"},
+		{name: "organization", kind: relOrganization, col: "organization_id"},
+		{name: "country", kind: relCountry, col: "country_id"},
+		{name: "stage", kind: relStage, col: "stage_id"},
+		{name: "assignedTo", kind: relUser, col: "assigned_to_id"},
+		{name: "userCreator", kind: relUser, col: "user_creator_id"},
 	}
 	businessExpansions = []expansion{
-		{"organization", relOrganization, "organization_id"},
-		{"stage", relStage, "stage_id"},
-		{"userCreator", relUser, "user_creator_id"},
+		{name: "organization", kind: relOrganization, col: "organization_id"},
+		{name: "stage", kind: relStage, col: "stage_id"},
+		{name: "userCreator", kind: relUser, col: "user_creator_id"},
 	}
 )
 
@@ -95,6 +110,7 @@ func unknownExpandDetail(v string, allowed []expansion) string {
 	for i, e := range allowed {
 		names[i] = e.name
 	}
+	names = slices.Compact(names) // an expansion of several kinds is one name
 	return fmt.Sprintf("Unknown expand[] value %q; valid values: %s.", v, strings.Join(names, ", "))
 }
 
@@ -106,9 +122,7 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 	var ids [numRelKinds][]int64
 	for _, e := range exps {
 		for i := range objs {
-			if id, ok := P(&objs[i]).relatedID(e.name); ok {
-				ids[e.kind] = append(ids[e.kind], id)
-			}
+			ids[e.kind] = append(ids[e.kind], relatedIDs(P(&objs[i]), e)...)
 		}
 	}
 	var rel related
@@ -128,6 +142,20 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 		return rel, fmt.Errorf("load related objects: %w", err)
 	}
 	return rel, nil
+}
+
+// relatedIDs returns the ids of the objects the expansion e embeds in v.
+func relatedIDs[T any, P object[T]](v P, e expansion) []int64 {
+	if e.ids != "" {
+		if m, ok := any(v).(multiRelated); ok {
+			return m.relatedIDs(e.kind)
+		}
+		return nil
+	}
+	if id, ok := v.relatedID(e.name); ok {
+		return []int64{id}
+	}
+	return nil
 }
 
 // getObject reads the company's object id of res and, in the same round trip, the objects exps embed
@@ -155,17 +183,24 @@ func getObjects[T any, P object[T]](ctx context.Context, rd reader, res *resourc
 	exps []expansion, take func(P)) (related, error) {
 	reads := []read{eachRow[T, P](res.selectSQL+` AND id `+match, []any{companyID, arg}, take)}
 	var rel related
-	var cols [numRelKinds][]string
+	var cols, sources [numRelKinds][]string // each kind's: the columns of its ids, the SELECTs of them
 	for _, e := range exps {
-		cols[e.kind] = append(cols[e.kind], e.col)
+		if e.ids != "" {
+			sources[e.kind] = append(sources[e.kind], fmt.Sprintf(e.ids, match))
+		} else {
+			cols[e.kind] = append(cols[e.kind], e.col)
+		}
 	}
-	for k, kindCols := range cols {
-		if kindCols == nil {
+	for k := range sources {
+		if cols[k] != nil {
+			sources[k] = append(sources[k], `SELECT unnest(ARRAY[`+strings.Join(cols[k], ", ")+`]) FROM `+res.table+
+				` WHERE company_id = $1 AND id `+match)
+		}
+		if sources[k] == nil {
 			continue
 		}
 		rel[k] = make(map[int64][]byte)
-		ids := ` AND id IN (SELECT unnest(ARRAY[` + strings.Join(kindCols, ", ") + `]) FROM ` + res.table +
-			` WHERE company_id = $1 AND id ` + match + `)`
+		ids := ` AND id IN (` + strings.Join(sources[k], " UNION ALL ") + `)`
 		reads = append(reads, relatedRead(relKind(k), ids, []any{companyID, arg}, rel[k]))
 	}
 	return rel, rd(ctx, reads...)
@@ -181,6 +216,10 @@ func relatedRead(k relKind, where string, args []any, out map[int64][]byte) read
 		return encodedRead[organization](organizations, where, args, out)
 	case relStage:
 		return encodedRead[stage](stages, where, args, out)
+	case relContact:
+		return encodedRead[contact](contacts, where, args, out)
+	case relBusiness:
+		return encodedRead[business](businesses, where, args, out)
 	}
 	return encodedRead[country](countries, where, args, out)
 }
@@ -191,14 +230,23 @@ func encodedRead[T any, P object[T]](res *resource, where string, args []any, ou
 }
 
 // appendExpanded appends v with its expansions: the encoded object with, before its closing brace,
-// one member per expansion holding the related object, or null.
+// one member per expansion holding the related object, or null. An expansion of several objects
+// (ids) is written by the object itself, in its own member (multiRelated).
 func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel related) []byte {
-	b = v.appendJSON(b)
+	m, multi := any(v).(multiRelated)
+	if multi && slices.ContainsFunc(exps, func(e expansion) bool { return e.ids != "" }) {
+		b = m.appendExpandedJSON(b, &rel)
+	} else {
+		b = v.appendJSON(b)
+	}
 	if len(exps) == 0 {
 		return b
 	}
 	b = b[:len(b)-1] // reopen the object
 	for _, e := range exps {
+		if e.ids != "" {
+			continue
+		}
 		b = append(b, ',')
 		b = appendString(b, e.name)
 		b = append(b, ':')

@@ -27,7 +27,7 @@ import (
 
 // scopeResources are what scopes name: "<resource>:read" or "<resource>:write" (write includes read),
 // or "*" for all. reference covers users, stages, boards, statuses, currencies and countries.
-var scopeResources = []string{"contacts", "business", "organizations", "reference", "events", "webhooks", "keys", "customFields"}
+var scopeResources = []string{"contacts", "business", "organizations", "activities", "reference", "events", "webhooks", "keys", "customFields"}
 
 const (
 	maxKeyLifetime = 7 * 24 * time.Hour // how long a rolled key may live on after its replacement is made

@@ -240,6 +240,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 		"/v1/contacts/{id}":      mustCreate(t, c.key, "/v1/contacts", `{"name": "Ana"}`),
 		"/v1/business/{id}":      mustCreate(t, c.key, "/v1/business", `{"title": "Deal"}`),
 		"/v1/organizations/{id}": mustCreate(t, c.key, "/v1/organizations", `{"name": "Acme"}`),
+		"/v1/activities/{id}":    mustCreate(t, c.key, "/v1/activities", `{"type": "note", "body": "x"}`),
 		"/v1/customFields/{id}":  mustCreate(t, c.key, "/v1/customFields", `{"object": "contact", "key": "k", "label": "K", "type": "text"}`),
 		"/v1/apiKeys/{id}":       makeKey(t, c.key, "contacts:read").ID,
 		"/v1/apiKeys/{id}/roll":  makeKey(t, c.key, "contacts:read").ID,

@@ -95,19 +95,22 @@ func (f *sortField) keys(desc bool) []string {
 type filterKind int
 
 const (
-	filterIDs   filterKind = iota // comma-separated ids; the column is one of them
-	filterBool                    // true or false
-	filterEmail                   // equal, ignoring case
-	filterTime                    // a timestamp the column is compared with by op: createdAt[gte]
-	filterText                    // q: the column contains it, ignoring case
+	filterIDs    filterKind = iota // comma-separated ids; the column is one of them
+	filterBool                     // true or false
+	filterEmail                    // equal, ignoring case
+	filterTime                     // a timestamp the column is compared with by op: createdAt[gte]
+	filterText                     // q: the column contains it, ignoring case
+	filterOneOf                    // one of values, or several (repeated, or separated by commas)
+	filterTarget                   // kind:id, such as contact:12: the list's objects (of col, a kind) with that target
 )
 
 // filter is a query parameter that narrows a list and its count.
 type filter struct {
-	name string // API name: "stageId"
-	col  string
-	kind filterKind
-	op   string // filterTime: the comparison
+	name   string // API name: "stageId"
+	col    string
+	kind   filterKind
+	op     string   // filterTime: the comparison
+	values []string // filterOneOf: what it may be
 }
 
 // listSpec is what one resource's lists allow.
@@ -122,15 +125,16 @@ type listSpec struct {
 }
 
 // rangeFilters are the filters of a spec with ranges.
-var rangeFilters = []filter{
-	{"createdAt[gte]", "created_at", filterTime, ">="},
-	{"createdAt[gt]", "created_at", filterTime, ">"},
-	{"createdAt[lte]", "created_at", filterTime, "<="},
-	{"createdAt[lt]", "created_at", filterTime, "<"},
-	{"updatedAt[gte]", "updated_at", filterTime, ">="},
-	{"updatedAt[gt]", "updated_at", filterTime, ">"},
-	{"updatedAt[lte]", "updated_at", filterTime, "<="},
-	{"updatedAt[lt]", "updated_at", filterTime, "<"},
+var rangeFilters = slices.Concat(timeRange("createdAt", "created_at"), timeRange("updatedAt", "updated_at"))
+
+// timeRange returns the filters name[gte], [gt], [lte] and [lt] of the time column col.
+func timeRange(name, col string) []filter {
+	return []filter{
+		{name: name + "[gte]", col: col, kind: filterTime, op: ">="},
+		{name: name + "[gt]", col: col, kind: filterTime, op: ">"},
+		{name: name + "[lte]", col: col, kind: filterTime, op: "<="},
+		{name: name + "[lt]", col: col, kind: filterTime, op: "<"},
+	}
 }
 
 // allFilters returns every filter of the spec in the order a cursor binds them: its own, those of
@@ -224,8 +228,8 @@ func (s *listSpec) parse(q url.Values) (*listQuery, *apiError) {
 		lq.binding = "sort=" + strconv.Quote(v[0]) + "\n"
 	}
 	for _, f := range s.allFilters() {
-		if v, ok := q[f.name]; ok {
-			if err := lq.addFilter(f, v[0]); err != nil {
+		if v, ok := q[f.name]; ok { // several only where queryParams takes them: type
+			if err := lq.addFilter(f, strings.Join(v, ",")); err != nil {
 				return nil, err
 			}
 		}
@@ -272,6 +276,14 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 			return badParam(f.name, fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
 		}
 		lq.where(f.col+" ILIKE %s", "%"+likeEscaper.Replace(v)+"%")
+	case filterOneOf:
+		vals := strings.Split(v, ",")
+		if slices.ContainsFunc(vals, func(s string) bool { return !slices.Contains(f.values, s) }) {
+			return badParam(f.name, "must be one of "+strings.Join(f.values, ", ")+", or several")
+		}
+		lq.where(f.col+" = ANY(%s::text[])", vals)
+	case filterTarget:
+		return lq.addTarget(f, v)
 	default:
 		parts := strings.Split(v, ",")
 		if len(parts) > maxIDValues {
@@ -287,6 +299,22 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 		lq.where(f.col+" = ANY(%s::bigint[])", ids)
 	}
+	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
+	return nil
+}
+
+// addTarget adds the condition of the target filter f with value v, kind:id: the objects (of kind
+// f.col) with an unlabelled association with the company's object id of that kind, one walk of its
+// associations' index. It binds v to the cursor.
+func (lq *listQuery) addTarget(f filter, v string) *apiError {
+	object, idText, _ := strings.Cut(v, ":")
+	k := kindOf(object)
+	id, ok := parseID(idText)
+	if k == nil || k.object != object || k.path == f.col || !ok {
+		return badParam(f.name, "must be an object as kind:id, such as contact:12")
+	}
+	cond, other := endSQL(k, kindOf(f.col), "%s")
+	lq.where("id IN (SELECT "+other+" FROM associations WHERE company_id = $1 AND "+cond+" AND label = '')", id)
 	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
 	return nil
 }

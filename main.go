@@ -386,6 +386,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/contacts/batch/{op}", "contacts:write", handleBatch(st, contacts, contactBatch, log))
 	v1("POST /v1/business/batch/{op}", "business:write", handleBatch(st, businesses, businessBatch, log))
 	v1("POST /v1/organizations/batch/{op}", "organizations:write", handleBatch(st, organizations, organizationBatch, log))
+	addActivityRoutes(v1, st, log)
 	addAssociationRoutes(v1, st, log)
 
 	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
@@ -425,22 +426,35 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	mux.Handle("/", handleNoRoute(mux))
 }
 
+// addActivityRoutes adds the routes of activities (activities.go) with v1, addRoutes's. A write
+// that names targets needs read on their kinds too (checkActivity).
+func addActivityRoutes(v1 func(pattern, scope string, h http.Handler), st *store, log *slog.Logger) {
+	v1("GET /v1/activities", "activities:read", handleList[activity](st, activities, log))
+	v1("GET /v1/activities/count", "activities:read", handleCount(st, activities, log))
+	v1("GET /v1/activities/{id}", "activities:read", handleGet[activity](st, activities, log))
+	v1("POST /v1/activities", "activities:write", handleCreate(st, activities, createActivity, log))
+	v1("PATCH /v1/activities/{id}", "activities:write", handleUpdate(st, activities, updateActivity, log))
+	v1("DELETE /v1/activities/{id}", "activities:write", handleDelete[activity](st, activities, log))
+	v1("POST /v1/activities/batch/{op}", "activities:write", handleBatch(st, activities, activityBatch, log))
+}
+
 // addAssociationRoutes adds the routes of associations (associations.go) with v1, addRoutes's: a
-// route names the scope of its path's kind, its handler the other kind's; a batch's items name theirs
+// read names the scope of its path's kind, its handler the other kind's; a write's handler checks
+// both (associationScopeError: an activity's target needs only read), a batch's items theirs
 // (batchScopeError).
 func addAssociationRoutes(v1 func(pattern, scope string, h http.Handler), st *store, log *slog.Logger) {
 	v1("GET /v1/contacts/{id}/associations/{toKind}", "contacts:read", handleAssociationList(st, contactKind, log))
 	v1("GET /v1/contacts/{id}/associations/{toKind}/count", "contacts:read", handleAssociationCount(st, contactKind, log))
-	v1("PUT /v1/contacts/{id}/associations/{toKind}/{toId}", "contacts:write", handleAssociationPut(st, contactKind, log))
-	v1("DELETE /v1/contacts/{id}/associations/{toKind}/{toId}", "contacts:write", handleAssociationDelete(st, contactKind, log))
+	v1("PUT /v1/contacts/{id}/associations/{toKind}/{toId}", "", handleAssociationPut(st, contactKind, log))
+	v1("DELETE /v1/contacts/{id}/associations/{toKind}/{toId}", "", handleAssociationDelete(st, contactKind, log))
 	v1("GET /v1/business/{id}/associations/{toKind}", "business:read", handleAssociationList(st, businessKind, log))
 	v1("GET /v1/business/{id}/associations/{toKind}/count", "business:read", handleAssociationCount(st, businessKind, log))
-	v1("PUT /v1/business/{id}/associations/{toKind}/{toId}", "business:write", handleAssociationPut(st, businessKind, log))
-	v1("DELETE /v1/business/{id}/associations/{toKind}/{toId}", "business:write", handleAssociationDelete(st, businessKind, log))
+	v1("PUT /v1/business/{id}/associations/{toKind}/{toId}", "", handleAssociationPut(st, businessKind, log))
+	v1("DELETE /v1/business/{id}/associations/{toKind}/{toId}", "", handleAssociationDelete(st, businessKind, log))
 	v1("GET /v1/organizations/{id}/associations/{toKind}", "organizations:read", handleAssociationList(st, organizationKind, log))
 	v1("GET /v1/organizations/{id}/associations/{toKind}/count", "organizations:read", handleAssociationCount(st, organizationKind, log))
-	v1("PUT /v1/organizations/{id}/associations/{toKind}/{toId}", "organizations:write", handleAssociationPut(st, organizationKind, log))
-	v1("DELETE /v1/organizations/{id}/associations/{toKind}/{toId}", "organizations:write", handleAssociationDelete(st, organizationKind, log))
+	v1("PUT /v1/organizations/{id}/associations/{toKind}/{toId}", "", handleAssociationPut(st, organizationKind, log))
+	v1("DELETE /v1/organizations/{id}/associations/{toKind}/{toId}", "", handleAssociationDelete(st, organizationKind, log))
 	v1("POST /v1/associations/batch/{op}", "", handleAssociationBatch(st, log))
 }
 

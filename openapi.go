@@ -240,7 +240,7 @@ func splitOpenAPI(doc []byte) *openAPIBase {
 }
 
 // customSchemaNames are the names of the schemas of each kind of object that carries custom.
-var customSchemaNames = map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization"}
+var customSchemaNames = map[string]string{"contact": "Contact", "business": "Business", "organization": "Organization", "activity": "Activity"}
 
 // customExamples are the schemas whose example (or examples) hold an object of a kind with custom
 // (written "custom": {}, or with a field of no company's). A keyed document writes there the company's

@@ -464,6 +464,25 @@ func nullableTime(p *pgtype.Timestamptz) func(json.RawMessage) string {
 	})
 }
 
+// requiredTime sets an RFC 3339 timestamp that is not null (as nullableTime).
+func requiredTime(p *pgtype.Timestamptz) func(json.RawMessage) string {
+	set := nullableTime(p)
+	return func(raw json.RawMessage) string {
+		if isNull(raw) {
+			return "must be an RFC 3339 timestamp like 2026-11-21T09:30:00.123Z"
+		}
+		return set(raw)
+	}
+}
+
+// checkNotBlank refuses a text of only white space.
+func checkNotBlank(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "must not be empty"
+	}
+	return ""
+}
+
 // maxMoneyDigits is how many digits an amount may have before its decimal point.
 const maxMoneyDigits = 13
 

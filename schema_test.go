@@ -34,7 +34,7 @@ func TestSchemaEveryTenantTableIsKeyedByCompany(t *testing.T) {
 		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
 		WHERE EXISTS (SELECT FROM pg_attribute x WHERE x.attrelid = c.oid AND x.attname = 'company_id')
 		GROUP BY c.relname) AS tables`).Scan(&got)
-	want := "api_keys company_id,id, associations company_id,id, boards company_id,id, business company_id,id, contacts company_id,id, custom_field_keys company_id,object, custom_fields company_id,id, custom_values company_id,object_id,field_id,n, events company_id,id, idempotency_keys company_id,key, merged_objects company_id,tbl,id, object_counts company_id,tbl,stripe, " +
+	want := "activities company_id,id, api_keys company_id,id, associations company_id,id, boards company_id,id, business company_id,id, contacts company_id,id, custom_field_keys company_id,object, custom_fields company_id,id, custom_values company_id,object_id,field_id,n, events company_id,id, idempotency_keys company_id,key, merged_objects company_id,tbl,id, object_counts company_id,tbl,stripe, " +
 		"organizations company_id,id, stages company_id,id, users company_id,id, webhook_deliveries company_id,id, webhook_endpoints company_id,id"
 	if err != nil || got != want {
 		t.Errorf("tenant tables and their primary keys:\n got %s (%v)\nwant %s", got, err, want)

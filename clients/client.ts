@@ -133,6 +133,20 @@ const lost = must(bPatched, "patch the business record");
 check(lost.value === 0.1 && lost.statusId === 3 && lost.reasonLost === "Budget", "the patch set value 0.1 exactly, the status and the reason");
 const bTag2 = etagOf(bPatched.response, "the patched deal");
 
+// Activities: a call about the deal, read back with its targets embedded.
+const aCreated = await api.POST("/v1/activities", {
+  params: { query: { "expand[]": ["targets"] } },
+  body: { type: "call", subject: "Licence call", durationSeconds: 600, targets: [{ object: "business", id: dealID }] },
+});
+const call = must(aCreated, "create an activity");
+check(call.targets.length === 1 && call.targets[0]?.id === dealID && call.targets[0]?.data !== undefined, "the call targets the deal, expanded");
+const aPage = must(await api.GET("/v1/activities", { params: { query: { target: `business:${dealID}`, done: false, sort: "-occurredAt" } } }), "list the deal's activities");
+check(aPage.data.some((a) => a.id === call.id), "the deal's open activities hold the call");
+const aDone = must(await api.PATCH("/v1/activities/{id}", { params: { path: { id: call.id } }, body: { doneAt: "2026-12-01T10:00:00Z", targets: [] } }), "patch the activity");
+check(aDone.doneAt === "2026-12-01T10:00:00.000Z" && aDone.targets.length === 0, "the call is done and has no targets left");
+const aDeleted = await api.DELETE("/v1/activities/{id}", { params: { path: { id: call.id } } });
+check(aDeleted.response.status === 204, "the activity is deleted");
+
 const bDeleted = await api.DELETE("/v1/business/{id}", { params: { path: { id: dealID }, header: { "If-Match": bTag2 } } });
 check(bDeleted.response.status === 204, "the business record is deleted");
 const bGone = await api.DELETE("/v1/business/{id}", { params: { path: { id: dealID } } });

@@ -190,6 +190,25 @@ const bp = await step('update a business record with If-Match', {
   method: 'PATCH', path: `/v1/business/${bid}`, headers: { 'if-match': bTag }, body: { value: 0.1, stageId: boardStage }, want: 200 });
 expect('the value reads back exactly', bp?.body?.value === 0.1, `value ${bp?.body?.value}`);
 
+// Activities, with targets (API.md section 18).
+const act = await step('create an activity with targets, expanded', {
+  method: 'POST', path: '/v1/activities?expand[]=userOwner&expand[]=targets',
+  body: { type: 'call', subject: 'Walk call', body: 'Asked for a quote.', occurredAt: '2026-11-21T09:30:00+01:00', durationSeconds: 900,
+    targets: [{ object: 'business', id: bid }, { object: 'organization', id: orgId }] }, want: 201 });
+const aid = act?.body?.id ?? 1;
+expect('an activity lists its targets', act?.body?.targets?.length === 2 && act?.body?.targets?.[0]?.data?.id === bid, `targets ${JSON.stringify(act?.body?.targets)}`);
+await step('retrieve an activity, every expansion', { path: `/v1/activities/${aid}?expand[]=userOwner&expand[]=userCreator&expand[]=targets`, want: 200 });
+await step('list activities of a target, open ones by due date', { path: `/v1/activities?target=business:${bid}&done=false&sort=dueAt&expand[]=targets`, want: 200 });
+await step('list activities by type, owner, text and times', { path: `/v1/activities?type=call&type=note&userOwnerId=${userId}&q=quote&occurredAt[gte]=${q('2026-01-01T00:00:00Z')}&dueAt[lt]=${q('2100-01-01T00:00:00Z')}&sort=-occurredAt`, want: 200 });
+await step('count activities with filters', { path: `/v1/activities/count?target=organization:${orgId}&done=false`, want: 200 });
+await step('update an activity: done, one target left', { method: 'PATCH', path: `/v1/activities/${aid}`, body: { doneAt: '2026-11-21T10:00:00Z', targets: [{ object: 'business', id: bid }] }, want: 200 });
+await step('422: a note without a body', { via: 'lax', method: 'POST', path: '/v1/activities', body: { type: 'note' }, want: 422 });
+const madeActs = await step('batch: create activities', { method: 'POST', path: '/v1/activities/batch/create', body: doc.paths['/v1/activities/batch/{op}'].post.requestBody.content['application/json'].examples.create.value, want: 200 });
+const actIds = (madeActs?.body?.data ?? []).map(d => d.object.id);
+await step('batch: update activities', { method: 'POST', path: '/v1/activities/batch/update', body: { items: [{ id: actIds[1], doneAt: '2026-12-01T08:00:00Z' }] }, want: 200 });
+await step('batch: delete activities', { method: 'POST', path: '/v1/activities/batch/delete', body: { ids: actIds }, want: 200 });
+await step('delete an activity', { method: 'DELETE', path: `/v1/activities/${aid}`, want: 204 });
+
 // Errors the document describes for requests it admits (through the strict proxy).
 await step('400: unknown query parameter', { path: '/v1/contacts?colour=red', want: 400 });
 await step('400: a cursor this server did not make', { path: '/v1/contacts?cursor=bm90LWEtY3Vyc29y', want: 400 });
