@@ -8,7 +8,9 @@
 // BENCH_IMPORT contacts are imported into new companies by batches of 100 and by single creates
 // (importBench). With BENCH_CUSTOM=1 (no BASELINE), the first company's contacts carry custom
 // field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
-// the same server instead.
+// the same server instead. With BENCH_ASSOC=1 (no BASELINE), the first company holds BENCH_CONTACTS
+// business records and as many associations, and each association scenario (assocScenarios, in
+// assoc.go) is paired with its equivalent on the same server.
 package main
 
 import (
@@ -42,14 +44,18 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-// scenario is one wrk load. bench/wrk.lua puts a random contact id of the company in place of {id}
-// and a random number in place of {rand}; a keyed scenario sends a new Idempotency-Key each request.
-// conns is wrk's connections (0: 32); builtin is what a custom scenario is measured against.
+// scenario is one wrk load. bench/wrk.lua puts a random contact id of the company in place of each
+// {id}, a random business id in place of each {bid}, and a random number in place of {rand}; a
+// keyed scenario sends a new Idempotency-Key each request. conns is wrk's connections (0: 32);
+// builtin is what a custom or association scenario is measured against; items is the associations
+// a request writes, and target the issue's bound on the paired ratio (assocTable).
 type scenario struct {
 	name, method, path, body string
 	keyed                    bool
 	conns                    int
 	builtin                  *scenario
+	items                    int
+	target                   float64
 }
 
 const expand5 = "expand[]=organization&expand[]=country&expand[]=stage&expand[]=assignedTo&expand[]=userCreator"
@@ -113,13 +119,16 @@ type config struct {
 	scenarios                          []scenario
 	metrics                            bool // the new server with metrics against itself without
 	custom                             bool // custom scenarios against built-in ones, on the new server
+	assoc                              bool // association scenarios against their equivalents, on the new server
 }
 
-// company is a loaded bench company: its key and the range of its loaded contact ids.
+// company is a loaded bench company: its key and the range of its loaded contact ids, and with
+// BENCH_ASSOC of its business ids.
 type company struct {
-	ID     int64  `json:"companyId"`
-	Key    string `json:"apiKey"`
-	lo, hi int64
+	ID       int64  `json:"companyId"`
+	Key      string `json:"apiKey"`
+	lo, hi   int64
+	blo, bhi int64
 }
 
 // result is what one wrk run measured.
@@ -199,6 +208,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	switch {
 	case cfg.custom:
 		report += customTable(picked, results)
+	case cfg.assoc:
+		report += assocTable(picked, results)
 	default:
 		report += table(picked, b.names[1], results)
 	}
@@ -218,7 +229,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 // bench is a run under way: its knobs, the company its requests use, and the two targets that each
 // scenario runs against: the new server and the baseline server, or the new server's /healthz, or
-// the new server with metrics and without, or (BENCH_CUSTOM) each scenario and its built-in
+// the new server with metrics and without, or (BENCH_CUSTOM, BENCH_ASSOC) each scenario and its
 // equivalent on the new server.
 type bench struct {
 	cfg     config
@@ -266,8 +277,8 @@ func (b *bench) stopServers() {
 	}
 }
 
-// pairScenarios readies BENCH_CUSTOM's scenarios, each paired with its built-in equivalent on the
-// same server: it puts the loaded data's ids in place of their placeholders.
+// pairScenarios readies BENCH_CUSTOM's and BENCH_ASSOC's scenarios, each paired with its equivalent
+// on the same server: it puts the loaded data's ids in place of their placeholders.
 func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 	var fill *strings.Replacer
 	var err error
@@ -277,6 +288,9 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 		var stage string
 		stage, err = firstStage(ctx, dbURL, b.c)
 		fill = strings.NewReplacer("{stage}", stage)
+	case b.cfg.assoc:
+		b.names = [2]string{"scenario", "equivalent"}
+		fill, err = assocPlaceholders(ctx, dbURL, b.bases[0], &b.c)
 	default:
 		return nil
 	}
@@ -442,8 +456,8 @@ func cpuNotes(picked []scenario, results [][2][]result) []string {
 }
 
 // parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE, BENCH_METRICS,
-// BENCH_CUSTOM and BENCH_ONLY, and spells the command that sets the same (as `make bench` with
-// what differs from the defaults). BENCH_CUSTOM=1 runs customScenarios and no import.
+// BENCH_CUSTOM, BENCH_ASSOC and BENCH_ONLY, and spells the command that sets the same (as `make
+// bench` with what differs from the defaults). BENCH_CUSTOM=1 and BENCH_ASSOC=1 run no import.
 func parseConfig(getenv func(string) string) (config, error) {
 	cfg := config{command: "make bench", scenarios: scenarios}
 	or := func(k, def string) string {
@@ -455,7 +469,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 		return v
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
-	cfg.metrics, cfg.custom = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1"
+	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -467,12 +481,16 @@ func parseConfig(getenv func(string) string) (config, error) {
 	if cfg.rounds, err = strconv.Atoi(or("ROUNDS", "3")); err != nil || cfg.rounds < 1 {
 		return cfg, fmt.Errorf("ROUNDS=%q: want a positive integer", getenv("ROUNDS"))
 	}
-	if cfg.contacts, err = strconv.Atoi(or("BENCH_CONTACTS", "20000")); err != nil || cfg.contacts < 100 {
-		return cfg, fmt.Errorf("BENCH_CONTACTS=%q: want an integer of at least 100", getenv("BENCH_CONTACTS"))
+	least := 100
+	if cfg.assoc {
+		least = minAssocContacts
+	}
+	if cfg.contacts, err = strconv.Atoi(or("BENCH_CONTACTS", "20000")); err != nil || cfg.contacts < least {
+		return cfg, fmt.Errorf("BENCH_CONTACTS=%q: want an integer of at least %d", getenv("BENCH_CONTACTS"), least)
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom {
+	} else if cfg.custom || cfg.assoc {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -489,8 +507,12 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_METRICS=1 compares this tree with itself: give no BASELINE")
 	case cfg.custom && (cfg.baseline != "" || cfg.metrics):
 		return errors.New("BENCH_CUSTOM=1 compares custom scenarios with built-in ones on this tree: give no BASELINE or BENCH_METRICS")
+	case cfg.assoc && (cfg.baseline != "" || cfg.metrics || cfg.custom):
+		return errors.New("BENCH_ASSOC=1 compares association scenarios with their equivalents on this tree: give no BASELINE, BENCH_METRICS or BENCH_CUSTOM")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
+	case cfg.assoc:
+		cfg.scenarios = assocScenarios
 	}
 	return nil
 }
@@ -791,14 +813,18 @@ func prepareData(ctx context.Context, cfg config, bin, adminURL string) (c compa
 
 // loadVersion is the version of the load that cfg asks for, as bench_load records it.
 func (cfg config) loadVersion() int {
-	if cfg.custom {
+	switch {
+	case cfg.custom:
 		return loadVersion + customLoad
+	case cfg.assoc:
+		return loadVersion + assocLoad
 	}
 	return loadVersion
 }
 
 // cleanLoad deletes from a kept load what earlier runs wrote, so that every run starts from the same
-// rows: the contacts and events they created.
+// rows: the contacts and events they created and, with BENCH_ASSOC, the associations (the load's
+// are the first cfg.contacts ids). A load from before associations has no table of them.
 func cleanLoad(ctx context.Context, db *sql.DB, cfg config, c company) error {
 	const qClean = `WITH e AS (DELETE FROM events WHERE request_id <> 'bench')
 		DELETE FROM contacts WHERE company_id = $1 AND id > $2`
@@ -809,7 +835,14 @@ func cleanLoad(ctx context.Context, db *sql.DB, cfg config, c company) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, `VACUUM ANALYZE contacts, events, custom_values`)
+	vacuum := `VACUUM ANALYZE contacts, events, custom_values`
+	if cfg.assoc {
+		if _, err := db.ExecContext(ctx, `DELETE FROM associations WHERE id > $1`, cfg.contacts); err != nil {
+			return err
+		}
+		vacuum += ", associations"
+	}
+	_, err = db.ExecContext(ctx, vacuum)
 	return err
 }
 
@@ -842,7 +875,8 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 		}
 	}
 	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
-		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass, 'custom_values'::regclass) AND NOT indisprimary`
+		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass, 'custom_values'::regclass,
+			'associations'::regclass) AND NOT indisprimary`
 	var indexes, names string
 	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
 		return company{}, err
@@ -867,10 +901,16 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 	return c, err
 }
 
-// loadRows fills each company of cs with loadSQL and customValuesSQL.
+// loadRows fills each company of cs with loadSQL and customValuesSQL; with cfg.assoc the first holds
+// assocOrganizations organizations, a business record a contact (not one for every
+// businessPerContact) and associationsSQL's associations.
 func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
-	for _, c := range cs {
-		for i, n := range []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact, cfg.contacts} {
+	for k, c := range cs {
+		counts := []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact, cfg.contacts}
+		if cfg.assoc && k == 0 {
+			counts[1], counts[3] = assocOrganizations, cfg.contacts
+		}
+		for i, n := range counts {
 			if _, err := db.ExecContext(ctx, loadSQL[i], c.ID, n); err != nil {
 				return fmt.Errorf("load company %d: %w\n%s", c.ID, err, loadSQL[i])
 			}
@@ -878,16 +918,31 @@ func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 		if _, err := db.ExecContext(ctx, customValuesSQL, c.ID); err != nil {
 			return fmt.Errorf("load company %d: %w\n%s", c.ID, err, customValuesSQL)
 		}
+		if !cfg.assoc || k > 0 {
+			continue
+		}
+		if _, err := db.ExecContext(ctx, associationsSQL, c.ID, cfg.contacts, assocOrganizations*9/10); err != nil {
+			return fmt.Errorf("load company %d: %w\n%s", c.ID, err, associationsSQL)
+		}
 	}
 	return nil
 }
 
 // loadedRange returns c with the range of its loaded contact ids, which wrk picks from: one INSERT
-// numbers its rows from the identity without gaps.
+// numbers its rows from the identity without gaps. With cfg.assoc it checks that the associations
+// hold the ids 1 to cfg.contacts, which cleanLoad keeps.
 func loadedRange(ctx context.Context, db *sql.DB, cfg config, c company) (company, error) {
 	err := db.QueryRowContext(ctx, `SELECT min(id), max(id) FROM contacts WHERE company_id = $1`, c.ID).Scan(&c.lo, &c.hi)
 	if err != nil || c.hi-c.lo+1 != int64(cfg.contacts) {
 		return c, fmt.Errorf("contact ids of company %d: %d..%d, want %d in a row (%v)", c.ID, c.lo, c.hi, cfg.contacts, err)
+	}
+	if !cfg.assoc {
+		return c, nil
+	}
+	var lo, hi, n int64
+	err = db.QueryRowContext(ctx, `SELECT min(id), max(id), count(*) FROM associations`).Scan(&lo, &hi, &n)
+	if err != nil || lo != 1 || hi != int64(cfg.contacts) || n != hi {
+		return c, fmt.Errorf("association ids: %d..%d (%d), want 1..%d (%v)", lo, hi, n, cfg.contacts, err)
 	}
 	return c, nil
 }
@@ -971,14 +1026,14 @@ func startServer(ctx context.Context, bin, dbURL, logPath string, env ...string)
 	return p, base, err
 }
 
-// check sends s once, for the company's first contact, and fails unless the answer is 2xx; it
-// returns the answer's status.
+// check sends s once, for the company's first contact and business record (the body's ids drawn as
+// wrk.lua draws them), and fails unless the answer is 2xx; it returns the answer's status.
 func check(ctx context.Context, base string, c company, s scenario) (int, error) {
 	var body io.Reader
 	if s.body != "" {
-		body = strings.NewReader(strings.ReplaceAll(s.body, "{rand}", "1"))
+		body = strings.NewReader(fillIDs(strings.ReplaceAll(s.body, "{rand}", "1"), c))
 	}
-	path := strings.ReplaceAll(s.path, "{id}", strconv.FormatInt(c.lo, 10))
+	path := strings.NewReplacer("{id}", strconv.FormatInt(c.lo, 10), "{bid}", strconv.FormatInt(c.blo, 10)).Replace(s.path)
 	req, err := http.NewRequestWithContext(ctx, s.method, base+path, body)
 	if err != nil {
 		return 0, err
@@ -1007,11 +1062,16 @@ var (
 )
 
 // runWrk runs s for seconds with wrk (2 threads, s.conns or 32 connections, bench/wrk.lua) and
-// reads its report.
+// reads its report. A request times out after 5 s, one of many items after 30 s: a batch of 1,000
+// associations at 32 connections waits seconds for one of the server's 16 (p99 4.5 s).
 func runWrk(ctx context.Context, script, base string, c company, s scenario, seconds int) (result, error) {
+	timeout := "5s"
+	if s.items > 1 {
+		timeout = "30s"
+	}
 	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body, fmt.Sprint("BENCH_KEYED=", s.keyed),
-		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi)},
-		"wrk", "-t2", fmt.Sprint("-c", cmp.Or(s.conns, 32)), fmt.Sprint("-d", seconds, "s"), "--timeout", "5s", "--latency", "-s", script, base)
+		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi), fmt.Sprint("BENCH_BID_LO=", c.blo), fmt.Sprint("BENCH_BID_HI=", c.bhi)},
+		"wrk", "-t2", fmt.Sprint("-c", cmp.Or(s.conns, 32)), fmt.Sprint("-d", seconds, "s"), "--timeout", timeout, "--latency", "-s", script, base)
 	if err != nil {
 		return result{}, err
 	}
@@ -1086,6 +1146,10 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 			" exactly the contacts of the first contact stage) and arr (number, 0 to 999,999), of 52 contact fields it defines;" +
 			" the second company defines the other 50 (every type) and holds no value."
 		load = "wrk -t2 -c32 (the counts -c2)"
+	}
+	if cfg.assoc {
+		baseline = "each association scenario's equivalent, on the same server, in the same company"
+		data = assocData(cfg.contacts)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
