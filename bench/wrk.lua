@@ -1,7 +1,9 @@
 -- wrk script for `make bench` (bench/main.go sets the environment):
---   BENCH_METHOD  GET, POST or PATCH
---   BENCH_PATH    request path; "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
---   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number
+--   BENCH_METHOD  GET, POST, PUT or PATCH
+--   BENCH_PATH    request path; each "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
+--                 (a contact's), each "{bid}" by one from BENCH_BID_LO..BENCH_BID_HI (a business record's)
+--   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number, the same in each place,
+--                 and "{id}" and "{bid}" as in the path, each place its own
 --   BENCH_KEY     the x-api-key
 --   BENCH_KEYED   "true": each request carries an Idempotency-Key of its own
 -- bench/main.go reads wrk's own report (--latency): Requests/sec, the 99% line and the errors.
@@ -11,8 +13,19 @@ local path = os.getenv("BENCH_PATH") or "/"
 local body = os.getenv("BENCH_BODY")
 local lo = tonumber(os.getenv("BENCH_ID_LO") or "1")
 local hi = tonumber(os.getenv("BENCH_ID_HI") or "1")
-local randomPath = path:find("{id}", 1, true) ~= nil
-local randomBody = body ~= nil and body:find("{rand}", 1, true) ~= nil
+local blo = tonumber(os.getenv("BENCH_BID_LO") or "1")
+local bhi = tonumber(os.getenv("BENCH_BID_HI") or "1")
+local function has(s, placeholder)
+  return s ~= nil and s:find(placeholder, 1, true) ~= nil
+end
+local randomPath = has(path, "{id}") or has(path, "{bid}")
+local randomBody = has(body, "{rand}") or has(body, "{id}") or has(body, "{bid}")
+local function contactID()
+  return tostring(math.random(lo, hi))
+end
+local function businessID()
+  return tostring(math.random(blo, bhi))
+end
 local keyed = os.getenv("BENCH_KEYED") == "true"
 local sent = 0
 
@@ -37,7 +50,7 @@ end
 
 function init(args)
   math.randomseed(os.time() * 1000 + (tid or 0) * 7919)
-  if randomPath and not randomBody and not keyed then
+  if has(path, "{id}") and not has(path, "{bid}") and not randomBody and not keyed then
     local marker = "\0ID\0"
     local whole = wrk.format(nil, (path:gsub("{id}", marker)))
     local at = whole:find(marker, 1, true)
@@ -51,11 +64,11 @@ function request()
   end
   local p = path
   if randomPath then
-    p = p:gsub("{id}", tostring(math.random(lo, hi)))
+    p = p:gsub("{id}", contactID):gsub("{bid}", businessID)
   end
   local b = nil
   if randomBody then
-    b = body:gsub("{rand}", tostring(math.random(1, 1000000000)))
+    b = body:gsub("{rand}", tostring(math.random(1, 1000000000))):gsub("{id}", contactID):gsub("{bid}", businessID)
   end
   if keyed then
     sent = sent + 1
