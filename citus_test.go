@@ -57,7 +57,7 @@ func TestCitusDistributesEveryTenantTableByCompany(t *testing.T) {
 	for _, table := range []string{"companies", "countries", "currencies", "schema_migrations", "server_secrets", "statuses"} {
 		want[table] = "reference"
 	}
-	for _, table := range []string{"api_keys", "associations", "boards", "business", "contacts", "custom_field_keys", "custom_fields", "custom_values", "events", "idempotency_keys", "merged_objects", "object_counts",
+	for _, table := range []string{"activities", "api_keys", "associations", "boards", "business", "contacts", "custom_field_keys", "custom_fields", "custom_values", "events", "idempotency_keys", "merged_objects", "object_counts",
 		"organizations", "stages", "users", "webhook_deliveries", "webhook_endpoints"} {
 		want[table] = "by company"
 	}
