@@ -229,6 +229,14 @@ func TestAssociationsBatches(t *testing.T) {
 		t.Errorf("%d events; want the 3 creates and 4 of the associations", n)
 	}
 	wantProblem(t, call(t, "POST", "/v1/associations/batch/update", c.key, `{"items": [`+good+`]}`), http.StatusNotFound, "not_found")
+	// 1 to 1,000 items; none, or 1,001, is 422 on items, nothing written.
+	events := eventCount(t, c.id, "")
+	wantFields(t, call(t, "POST", "/v1/associations/batch/create", c.key, `{"items": []}`), "items")
+	wantFields(t, call(t, "POST", "/v1/associations/batch/create", c.key, `{"items": [`+strings.Repeat(good2+",", 1000)+good2+`]}`), "items")
+	wantProblem(t, call(t, "POST", "/v1/associations/batch/create?x=1", c.key, `{"items": [`+good2+`]}`), http.StatusBadRequest, "invalid_parameter")
+	if n := eventCount(t, c.id, ""); n != events {
+		t.Errorf("%d events after refused batches; want %d", n, events)
+	}
 	readOnly := *makeKey(t, c.key, "contacts:write", "business:read").Key
 	wantProblem(t, call(t, "POST", "/v1/associations/batch/create", readOnly, `{"items": [`+good+`]}`), http.StatusForbidden, "insufficient_scope")
 }
