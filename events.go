@@ -149,20 +149,22 @@ type eventRow struct {
 	previous []byte
 }
 
-// recordEvents queues in tx the events of a change, one statement for up to 20,000 (3 parameters
+// recordEvents queues in tx the events of a change, one statement for up to 13,000 (5 parameters
 // each, within PostgreSQL's 65,535): a merge that re-points many objects pays no statement each. It
 // writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
 // whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
 func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
-	for chunk := range slices.Chunk(evs, 20000) {
+	for chunk := range slices.Chunk(evs, 13000) {
 		args := []any{companyID, requestInfo(ctx).id}
 		var values []byte
 		for _, e := range chunk {
-			values = fmt.Appendf(values, ", ($1, $2, $%d, $%d, $%d)", len(args)+1, len(args)+2, len(args)+3)
-			args = append(args, e.typ, string(e.object), pgtype.Text{String: string(e.previous), Valid: e.previous != nil})
+			n := len(args)
+			values = fmt.Appendf(values, ", ($1, $2, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5)
+			about, other := eventAbout(e.typ, e.object)
+			args = append(args, e.typ, string(e.object), pgtype.Text{String: string(e.previous), Valid: e.previous != nil}, about, other)
 		}
 		tx.queue(`WITH e AS (
-				INSERT INTO events (company_id, request_id, type, object, previous) VALUES `+string(values[2:])+`
+				INSERT INTO events (company_id, request_id, type, object, previous, about, about_other) VALUES `+string(values[2:])+`
 				RETURNING company_id, id, type, object)
 			INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
 			SELECT e.company_id, w.id, e.id, e.type FROM e JOIN webhook_endpoints w ON w.company_id = e.company_id
@@ -170,6 +172,27 @@ func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) 
 				AND split_part(e.type, '.', 1) = ANY(w.families) AND `+fmt.Sprintf(associationsReadSQL, "w.families", "e."), args...)
 	}
 	requestInfo(ctx).events.Add(int64(len(evs)))
+}
+
+// eventAbout returns what the event of type typ and object (as the API returns it) is about, for the
+// timeline (timeline.go): the object, as "contact:12"; of an association event, its from end, and its
+// to end as other.
+func eventAbout(typ string, object []byte) (about, other pgtype.Text) {
+	members := objectMembers(object)
+	if family, _, _ := strings.Cut(typ, "."); family != "association" {
+		return objectRef(family, memberRaw(members, "id")), other
+	}
+	end := func(name string) pgtype.Text {
+		ends := objectMembers(memberRaw(members, name))
+		kind, _ := jsonString(memberRaw(ends, "object"), 20)
+		return objectRef(kind, memberRaw(ends, "id"))
+	}
+	return end("from"), end("to")
+}
+
+// objectRef is "contact:12", of the object name and its id as JSON (a contact's a string).
+func objectRef(object string, id []byte) pgtype.Text {
+	return pgtype.Text{String: object + ":" + strings.Trim(string(id), `"`), Valid: true}
 }
 
 // previousAttributes returns, of the encoded objects old and v, the members of old whose values v

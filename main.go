@@ -387,6 +387,9 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/business/batch/{op}", "business:write", handleBatch(st, businesses, businessBatch, log))
 	v1("POST /v1/organizations/batch/{op}", "organizations:write", handleBatch(st, organizations, organizationBatch, log))
 	addActivityRoutes(v1, st, log)
+	v1("GET /v1/contacts/{id}/timeline", "contacts:read", handleTimeline(st, contactKind, log))
+	v1("GET /v1/business/{id}/timeline", "business:read", handleTimeline(st, businessKind, log))
+	v1("GET /v1/organizations/{id}/timeline", "organizations:read", handleTimeline(st, organizationKind, log))
 	addAssociationRoutes(v1, st, log)
 
 	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
