@@ -266,6 +266,9 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 		page(fmt.Sprintf(timelineEventsSQL, "about", ref, types, snapshot, readable))
 		page(fmt.Sprintf(timelineEventsSQL, "about_other", ref, types, snapshot, readable))
 	}
+	if branches == nil { // kind and type leave nothing to show
+		page(`SELECT 0 AS rank, now() AS at, $1::bigint AS id WHERE false`)
+	}
 	return `SELECT rank, at, id, ` + snapshot + `::text FROM (` + strings.Join(branches, " UNION ALL ") + `) p
 		ORDER BY at DESC, rank DESC, id DESC LIMIT ` + limit, args
 }

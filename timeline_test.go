@@ -103,6 +103,9 @@ func TestTimelineHasActivitiesAndEveryEventNewestFirst(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", query, diff)
 		}
 	}
+	if got := timelineNames(t, c.key, path, "kind=event&type=call&at[gte]=2000-01-01T00:00:00Z"); got != nil {
+		t.Errorf("kind=event&type=call: %v; want nothing", got)
+	}
 	if got := timelineNames(t, c.key, path, "type=contact.updated"); len(got) != 10 {
 		t.Errorf("type=contact.updated: %d entries; want 10", len(got))
 	}
