@@ -83,6 +83,13 @@ func TestCitusRoutesACompanysStatementsToOneShard(t *testing.T) {
 		t.Fatal(aerr)
 	}
 	feedSQL, feedArgs := feed.selectSQL(events.selectSQL+` AND xid < pg_snapshot_xmin(pg_current_snapshot())`, c.id)
+	page, aerr := timelineSpec.parse(url.Values{})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	timeline := &timelineQuery{listQuery: page, kind: contactKind, id: 1, acts: activityTypes, evTypes: eventTypes, families: []string{"contact", "activity"},
+		after: &timelineKey{at: time.Now(), id: 1}, snapshot: "10:20:"}
+	timelineSQL, timelineArgs := timeline.pageSQL(c.id)
 	for _, tt := range []struct {
 		what string
 		q    string
@@ -92,6 +99,7 @@ func TestCitusRoutesACompanysStatementsToOneShard(t *testing.T) {
 		{"list", listSQL, listArgs},
 		{"count", `SELECT coalesce(sum(n), 0) FROM object_counts WHERE company_id = $1 AND tbl = $2`, []any{c.id, "contacts"}},
 		{"events feed", feedSQL, feedArgs},
+		{"timeline page", timelineSQL, timelineArgs},
 		{"insert", `INSERT INTO contacts (company_id, user_creator_id, name) VALUES ($1, $2, 'Ana') RETURNING id`, []any{c.id, c.userID}},
 		{"update", `UPDATE contacts SET name = $3, version = version + 1,
 			updated_at = greatest(date_trunc('milliseconds', now()), one_ms_after(updated_at))

@@ -263,6 +263,7 @@ func TestEveryRouteNeedsItsScope(t *testing.T) {
 		for _, p := range []string{"", "/count", "/{toId}"} {
 			ids["/v1/"+k.path+"/{id}/associations/{toKind}"+p] = ids["/v1/"+k.path+"/{id}"]
 		}
+		ids["/v1/"+k.path+"/{id}/timeline"] = ids["/v1/"+k.path+"/{id}"]
 	}
 	lackingKeys := map[string]string{}       // made once for each need: a company has at most 100 keys
 	keyLacking := func(need string) string { // a key with every scope but need and what covers it
@@ -325,6 +326,9 @@ func scopeWalkRequest(method, path string, needs []string, ids map[string]int64,
 	real = strings.NewReplacer("{id}", fmt.Sprint(ids[path]), "{deliveryId}", fmt.Sprint(delivery), "{op}", "create",
 		"{toKind}", toKind, "{toId}", fmt.Sprint(ids["/v1/"+toKind+"/{id}"])).Replace(path)
 	body = map[string]string{"POST": "{}", "PATCH": "{}"}[method]
+	if strings.HasSuffix(path, "/timeline") { // the entries of the scope it needs besides the object's
+		real += map[string]string{"activities": "?kind=activity", "events": "?kind=event"}[toKind]
+	}
 	if path == "/v1/associations/batch/{op}" { // an item between objects of the two kinds: the scopes it needs
 		from, _, _ := strings.Cut(needs[0], ":")
 		body = fmt.Sprintf(`{"items": [{"from": {"object": %q, "id": %d}, "to": {"object": %q, "id": %d}}]}`,
