@@ -388,6 +388,8 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("POST /v1/organizations/batch/{op}", "organizations:write", handleBatch(st, organizations, organizationBatch, log))
 	addActivityRoutes(v1, st, log)
 	addAssociationRoutes(v1, st, log)
+	v1("GET /v1/search", "", handleSearch(st, log)) // each kind's read scope, of those it searches
+	v1("GET /v1/search/count", "", handleSearchCount(st, log))
 
 	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
 	v1("GET /v1/users/{id}", "reference:read", handleGet[user](st, users, log))
