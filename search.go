@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Search (API.md section 20): GET /v1/search?q=... finds contacts, business records, organizations
@@ -32,35 +34,45 @@ type searchKind struct {
 	index  string        // the document its table's trigram index holds (schema/0019_search.sql)
 	doc    string        // the document of its searched fields: index, or a part of it
 	fields []searchField // the searched fields, in the order a hit names the first that matches best
-	load   func(companyID int64, ids []int64, out map[int64][]byte) read
+	load   func(companyID int64, ids []int64, out map[int64]*searchFound) read
 }
 
 // searchField is a searched field: its API name and its document.
 type searchField struct{ name, doc string }
 
+// searchDoc is the SQL of the document of some fields, as schema/0019_search.sql indexes it: each
+// between newlines (NULL as empty), folded.
+func searchDoc(fields ...string) string {
+	return `search_fold(E'\n' || coalesce(` + strings.Join(fields, `, '') || E'\n' || coalesce(`) + `, '') || E'\n')`
+}
+
 // contactDoc is the document of a contact: its fields, then its phone numbers' digits, which a
 // phone number q is compared with (+34 600-12-34-56 is found by 600123456). Lists' q uses its index.
-const contactDoc = `search_doc(name, surname, email, secondary_email, phone, mobile_phone, dni, search_digits(phone), search_digits(mobile_phone))`
+var contactDoc = searchDoc("name", "surname", "email", "secondary_email", "phone", "mobile_phone", "dni",
+	"search_digits(phone)", "search_digits(mobile_phone)")
 
 // searchKinds are the kinds search finds, in their default order.
 var searchKinds = []*searchKind{
 	{assocKind: contactKind, index: contactDoc, doc: contactDoc, load: searchLoad[contact](contacts), fields: []searchField{
-		{"name", "search_doc(name)"}, {"surname", "search_doc(surname)"}, {"email", "search_doc(email)"},
-		{"secondaryEmail", "search_doc(secondary_email)"}, {"phone", "search_doc(phone, search_digits(phone))"},
-		{"mobilePhone", "search_doc(mobile_phone, search_digits(mobile_phone))"}, {"dni", "search_doc(dni)"}}},
-	{assocKind: businessKind, index: "search_doc(title)", doc: "search_doc(title)", load: searchLoad[business](businesses),
-		fields: []searchField{{"title", "search_doc(title)"}}},
-	{assocKind: organizationKind, index: "search_doc(name)", doc: "search_doc(name)", load: searchLoad[organization](organizations),
-		fields: []searchField{{"name", "search_doc(name)"}}},
-	{assocKind: activityKind, index: "search_doc(subject, body)", doc: "search_doc(subject)", load: searchLoad[activity](activities),
-		fields: []searchField{{"subject", "search_doc(subject)"}}},
+		{"name", searchDoc("name")}, {"surname", searchDoc("surname")}, {"email", searchDoc("email")},
+		{"secondaryEmail", searchDoc("secondary_email")}, {"phone", searchDoc("phone", "search_digits(phone)")},
+		{"mobilePhone", searchDoc("mobile_phone", "search_digits(mobile_phone)")}, {"dni", searchDoc("dni")}}},
+	{assocKind: businessKind, index: searchDoc("title"), doc: searchDoc("title"), load: searchLoad[business](businesses),
+		fields: []searchField{{"title", searchDoc("title")}}},
+	{assocKind: organizationKind, index: searchDoc("name"), doc: searchDoc("name"), load: searchLoad[organization](organizations),
+		fields: []searchField{{"name", searchDoc("name")}}},
+	{assocKind: activityKind, index: searchDoc("subject", "body"), doc: searchDoc("subject"), load: searchLoad[activity](activities),
+		fields: []searchField{{"subject", searchDoc("subject")}}},
 }
+
+// customDoc is the document of a custom value.
+var customDoc = searchDoc("v.text_value")
 
 // searchLoad returns the read of the company's objects of res with these ids, as a retrieve
 // answers them, into out by id.
-func searchLoad[T any, P object[T]](res *resource) func(int64, []int64, map[int64][]byte) read {
-	return func(companyID int64, ids []int64, out map[int64][]byte) read {
-		return eachRow[T, P](res.selectSQL+` AND id = ANY($2)`, []any{companyID, ids}, func(v P) { out[v.key()] = v.appendJSON(nil) })
+func searchLoad[T any, P object[T]](res *resource) func(int64, []int64, map[int64]*searchFound) read {
+	return func(companyID int64, ids []int64, out map[int64]*searchFound) read {
+		return eachRow[T, P](res.selectSQL+` AND id = ANY($2)`, []any{companyID, ids}, func(v P) { out[v.key()] = &searchFound{data: v.appendJSON(nil)} })
 	}
 }
 
@@ -84,15 +96,15 @@ type searchQuery struct {
 // searchPos is a hit: its class, its kind's index in the search's kinds, its id.
 type searchPos struct{ class, kind, id int64 }
 
-// searchHit is a row of the search statement.
-type searchHit struct {
-	searchPos
-	field string
+func (p *searchPos) scanDest() []any { return []any{&p.class, &p.kind, &p.id} }
+
+// searchFound is a hit's object as its retrieve answers it, and the first field of the hit's class.
+type searchFound struct {
+	data  []byte
+	field pgtype.Text
 }
 
-func (h *searchHit) scanDest() []any { return []any{&h.class, &h.kind, &h.id, &h.field} }
-
-// parseSearch reads q and objects (and for a page: limit); the cursor is readSearchCursor's. A kind
+// parseSearch reads q and objects (and for a page: limit); the cursor is readCursor's. A kind
 // named that the key cannot read is 403, as is no readable kind at all.
 func parseSearch(r *http.Request, page bool) (*searchQuery, *apiError) {
 	params := []string{"q", "objects"}
@@ -108,20 +120,18 @@ func parseSearch(r *http.Request, page bool) (*searchQuery, *apiError) {
 		strings.IndexFunc(text, unicode.IsControl) >= 0 {
 		return nil, badParam("q", fmt.Sprintf("must be %d to %d characters of text, without control characters", minSearchRunes, maxSearchRunes))
 	}
-	sq := &searchQuery{needle: text, email: strings.Contains(text, "@"), limit: defaultLimit}
+	sq := &searchQuery{needle: text, email: strings.Contains(text, "@")}
 	if digits := phoneDigits(text); len(digits) >= minSearchRunes {
 		sq.needle = digits
 	}
 	if sq.kinds, aerr = searchObjects(tenantOf(r).scopes, q["objects"]); aerr != nil {
 		return nil, aerr
 	}
-	if v, ok := q["limit"]; ok {
-		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 || n > maxLimit || strconv.Itoa(n) != v[0] {
-			return nil, badParam("limit", fmt.Sprintf("must be an integer from 1 to %d", maxLimit))
-		}
-		sq.limit = n
+	lq, aerr := (&listSpec{}).parse(q) // limit, as every list reads it
+	if aerr != nil {
+		return nil, aerr
 	}
+	sq.limit = lq.limit
 	sq.binding = strconv.Quote(text)
 	for _, k := range sq.kinds {
 		sq.binding += "," + k.path
@@ -175,7 +185,7 @@ func searchScope(companyID int64, sq *searchQuery) string {
 	return "/v1/search\n" + strconv.FormatInt(companyID, 10) + "\n" + sq.binding
 }
 
-// readSearchCursor sets where the page starts from a cursor of the same search; anything else is 400.
+// readCursor sets where the page starts from a cursor of the same search; anything else is 400.
 func (sq *searchQuery) readCursor(s string, key []byte, scope string) *apiError {
 	var nums [3]uint64
 	text, ok := openCursor(s, key, scope, nums[:])
@@ -199,30 +209,51 @@ func (k *searchKind) match(cond string) string {
 		own += " AND " + k.doc + " " + cond
 	}
 	return `(` + own + ` OR o.id = ANY(ARRAY(SELECT v.object_id FROM custom_values v WHERE v.company_id = $1
-		AND v.field_id = ANY(` + customIDs(k.object) + `) AND v.text_value IS NOT NULL AND search_doc(v.text_value) ` + cond + `)))`
+		AND v.field_id = ANY(` + customIDs(k.object) + `) AND v.text_value IS NOT NULL AND ` + customDoc + ` ` + cond + `)))`
 }
 
 // classSQL is the SQL of the class of a document: search_class's number.
 func classSQL(doc string) string { return `search_class(` + doc + `, search_fold($2), $3)` }
 
 // part is the SQL of the hits of class c among k's objects (kind i of the search), by id, after id
-// $5 when after: an index range. Its row is (class, kind, id, field): the first field of the class.
-func (k *searchKind) part(c, i int, after bool) string {
-	custom := `FROM custom_values v JOIN custom_fields f ON f.company_id = v.company_id AND f.id = v.field_id
-		WHERE v.company_id = $1 AND v.object_id = o.id AND v.field_id = ANY(` + customIDs(k.object) + `)`
-	field := `CASE ` + strconv.Itoa(c)
-	for _, f := range k.fields {
-		field += ` WHEN ` + classSQL(f.doc) + ` THEN '` + f.name + `'`
+// $4 when after: an index range. An object is of the best class of its fields: it meets c's
+// condition and not that of the class before, prev (-1: none). Its row is (class, kind, id).
+func (k *searchKind) part(c, prev, i int, after bool) string {
+	q := `(SELECT ` + strconv.Itoa(c) + `, ` + strconv.Itoa(i) + `, o.id FROM ` + k.res.table + ` o
+		WHERE o.company_id = $1 AND ` + k.match(searchConds[c])
+	if prev >= 0 {
+		q += ` AND NOT ` + k.match(searchConds[prev])
 	}
-	field += ` ELSE (SELECT 'custom.' || f.key ` + custom + ` AND ` + classSQL("search_doc(v.text_value)") + ` = ` +
-		strconv.Itoa(c) + ` ORDER BY f.id LIMIT 1) END`
-	q := `(SELECT ` + strconv.Itoa(c) + `, ` + strconv.Itoa(i) + `, o.id, ` + field + ` FROM ` + k.res.table + ` o
-		WHERE o.company_id = $1 AND ` + k.match(searchConds[c]) + ` AND least(` + classSQL(k.doc) + `,
-		(SELECT min(` + classSQL("search_doc(v.text_value)") + `) ` + custom + `)) = ` + strconv.Itoa(c)
 	if after {
-		q += ` AND o.id > $5`
+		q += ` AND o.id > $4`
 	}
-	return q + ` ORDER BY o.id LIMIT $4)`
+	return q + ` ORDER BY o.id LIMIT $3)`
+}
+
+// fieldRead is the read of the field of each hit of k, ids of classes, into out: the first field
+// of its class, of the object's own in their order, then of its custom fields by id.
+func (k *searchKind) fieldRead(sq *searchQuery, companyID int64, ids []int64, classes []int64, out map[int64]*searchFound) read {
+	q := `SELECT o.id, CASE x.class`
+	for _, f := range k.fields {
+		q += ` WHEN ` + classSQL(f.doc) + ` THEN '` + f.name + `'`
+	}
+	q += ` ELSE (SELECT 'custom.' || f.key FROM custom_values v JOIN custom_fields f ON f.company_id = v.company_id
+		AND f.id = v.field_id WHERE v.company_id = $1 AND v.object_id = o.id AND v.field_id = ANY(` + customIDs(k.object) + `)
+		AND ` + classSQL(customDoc) + ` = x.class ORDER BY f.id LIMIT 1) END
+		FROM unnest($4::bigint[], $5::integer[]) AS x (id, class) JOIN ` + k.res.table + ` o ON o.company_id = $1 AND o.id = x.id`
+	return read{q, []any{companyID, sq.needle, sq.email, ids, classes}, func(rs rows) error {
+		var id int64
+		var field pgtype.Text
+		for rs.Next() {
+			if err := rs.Scan(&id, &field); err != nil {
+				return err
+			}
+			if f := out[id]; f != nil {
+				f.field = field
+			}
+		}
+		return rs.Err()
+	}}
 }
 
 // pageSQL is the statement of a page of hits and the one after it: each (class, kind) part from the
@@ -230,6 +261,7 @@ func (k *searchKind) part(c, i int, after bool) string {
 // reads only the parts it shows; search_fold is PARALLEL RESTRICTED, so no parallel plan mixes them.
 func (sq *searchQuery) pageSQL() string {
 	var parts []string
+	prev := -1
 	for c := range searchClasses {
 		if c == 1 && sq.email {
 			continue // an e-mail address is exact or contained, never a prefix
@@ -240,11 +272,12 @@ func (sq *searchQuery) pageSQL() string {
 				at = cmp.Or(cmp.Compare(int64(c), a.class), cmp.Compare(int64(i), a.kind))
 			}
 			if at >= 0 {
-				parts = append(parts, k.part(c, i, at == 0))
+				parts = append(parts, k.part(c, prev, i, at == 0))
 			}
 		}
+		prev = c
 	}
-	return strings.Join(parts, "\nUNION ALL\n") + "\nLIMIT $4"
+	return strings.Join(parts, "\nUNION ALL\n") + "\nLIMIT $3"
 }
 
 // countSQL is the statement of the number of hits: of objects of each kind that contain q.
@@ -278,7 +311,7 @@ func handleSearch(st *store, log *slog.Logger) http.Handler {
 				return
 			}
 		}
-		hits, objs, err := sq.run(r.Context(), st, t.companyID)
+		hits, found, err := sq.run(r.Context(), st, t.companyID)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -286,49 +319,48 @@ func handleSearch(st *store, log *slog.Logger) http.Handler {
 		next := ""
 		if len(hits) > sq.limit {
 			hits = hits[:sq.limit]
-			p := hits[sq.limit-1].searchPos
+			p := hits[sq.limit-1]
 			next = sealCursor(key, scope, []uint64{uint64(p.class), uint64(p.kind), uint64(p.id)}, "")
 		}
-		writeJSON(w, r, http.StatusOK, sq.appendPage(hits, objs, next))
+		writeJSON(w, r, http.StatusOK, sq.appendPage(hits, found, next))
 	})
 }
 
-// run reads a page of hits, and the one after it, and their objects by kind.
-func (sq *searchQuery) run(ctx context.Context, st *store, companyID int64) ([]searchHit, []map[int64][]byte, error) {
-	args := []any{companyID, sq.needle, sq.email, sq.limit + 1}
+// run reads a page of hits, and the one after it; then their objects and fields, by kind.
+func (sq *searchQuery) run(ctx context.Context, st *store, companyID int64) ([]searchPos, []map[int64]*searchFound, error) {
+	args := []any{companyID, sq.needle, sq.limit + 1}
 	if sq.after != nil {
 		args = append(args, sq.after.id)
 	}
-	hits := make([]searchHit, 0, sq.limit+1)
-	err := st.read(ctx, rowsInto[searchHit](&hits, sq.pageSQL(), args...))
-	if err != nil {
+	hits := make([]searchPos, 0, sq.limit+1)
+	if err := st.read(ctx, rowsInto[searchPos](&hits, sq.pageSQL(), args...)); err != nil {
 		return nil, nil, err
 	}
-	ids := make([][]int64, len(sq.kinds))
+	ids, classes := make([][]int64, len(sq.kinds)), make([][]int64, len(sq.kinds))
 	for _, h := range hits {
-		ids[h.kind] = append(ids[h.kind], h.id)
+		ids[h.kind], classes[h.kind] = append(ids[h.kind], h.id), append(classes[h.kind], h.class)
 	}
-	objs := make([]map[int64][]byte, len(sq.kinds))
+	found := make([]map[int64]*searchFound, len(sq.kinds))
 	var reads []read
 	for i, k := range sq.kinds {
-		objs[i] = map[int64][]byte{}
+		found[i] = map[int64]*searchFound{}
 		if ids[i] != nil {
-			reads = append(reads, k.load(companyID, ids[i], objs[i]))
+			reads = append(reads, k.load(companyID, ids[i], found[i]), k.fieldRead(sq, companyID, ids[i], classes[i], found[i]))
 		}
 	}
-	if reads != nil {
-		err = st.read(ctx, reads...)
+	if reads == nil {
+		return hits, found, nil
 	}
-	return hits, objs, err
+	return hits, found, st.read(ctx, reads...)
 }
 
 // appendPage returns the body of a page of hits. A hit whose object was deleted after it was found
 // is left out.
-func (sq *searchQuery) appendPage(hits []searchHit, objs []map[int64][]byte, next string) []byte {
+func (sq *searchQuery) appendPage(hits []searchPos, found []map[int64]*searchFound, next string) []byte {
 	b := append(make([]byte, 0, 640*len(hits)+256), `{"data":[`...)
 	first := true
 	for _, h := range hits {
-		data, ok := objs[h.kind][h.id]
+		f, ok := found[h.kind][h.id]
 		if !ok {
 			continue
 		}
@@ -341,8 +373,8 @@ func (sq *searchQuery) appendPage(hits []searchHit, objs []map[int64][]byte, nex
 		if k.textID {
 			id = (*textID)(&h.id)
 		}
-		b = appendObject(b, "object", &k.object, "id", id, "match", &searchClasses[h.class], "field", &h.field)
-		b = append(append(append(b[:len(b)-1], `,"data":`...), data...), '}') // data in place of the closing }
+		b = appendObject(b, "object", &k.object, "id", id, "match", &searchClasses[h.class], "field", &f.field)
+		b = append(append(append(b[:len(b)-1], `,"data":`...), f.data...), '}') // data in place of the closing }
 	}
 	b = appendPagination(append(b, "],"...), sq.limit, next)
 	return append(b, "}\n"...)
