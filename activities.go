@@ -248,6 +248,7 @@ var activityLists = &listSpec{
 	custom:     "activity",
 	associates: "activities",
 	q:          `(coalesce(subject, '') || E'\n' || coalesce(body, ''))`,
+	qDoc:       searchDoc("subject", "body"),
 }
 
 // activityExpansions: the users, and expand[]=targets, the targets' objects, read by kind.

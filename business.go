@@ -145,6 +145,7 @@ var businessLists = &listSpec{
 	custom:     "business",
 	associates: "business",
 	q:          "title",
+	qDoc:       searchDoc("title"),
 }
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company

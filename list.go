@@ -111,6 +111,7 @@ type filter struct {
 	kind   filterKind
 	op     string   // filterTime: the comparison
 	values []string // filterOneOf: what it may be
+	doc    string   // filterText: the search document whose index finds what may contain it
 }
 
 // listSpec is what one resource's lists allow.
@@ -119,6 +120,7 @@ type listSpec struct {
 	filters     []filter
 	ranges      bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
 	q           string // the SQL text q searches; "": no q
+	qDoc        string // the search document (search.go) that holds q's fields, whose index serves q; "": none
 	newestFirst bool   // by id descending (with no sorts)
 	custom      string // the object whose custom fields filter and sort the list (customfields.go); "": none
 	associates  string // the kind whose associated.{kind} filters the list takes (associations.go); "": none
@@ -146,7 +148,7 @@ func (s *listSpec) allFilters() []filter {
 	}
 	var q []filter
 	if s.q != "" {
-		q = []filter{{name: "q", col: s.q, kind: filterText}}
+		q = []filter{{name: "q", col: s.q, kind: filterText, doc: s.qDoc}}
 	}
 	return slices.Concat(s.filters, ranges, q)
 }
@@ -271,11 +273,9 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 		lq.where(f.col+" "+f.op+" %s", t.UTC())
 	case filterText:
-		if v == "" || !utf8.ValidString(v) || utf8.RuneCountInString(v) > maxQRunes ||
-			strings.IndexFunc(v, unicode.IsControl) >= 0 {
-			return badParam(f.name, fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
+		if aerr := lq.addText(f, v); aerr != nil {
+			return aerr
 		}
-		lq.where(f.col+" ILIKE %s", "%"+likeEscaper.Replace(v)+"%")
 	case filterOneOf:
 		vals := strings.Split(v, ",")
 		if slices.ContainsFunc(vals, func(s string) bool { return !slices.Contains(f.values, s) }) {
@@ -308,6 +308,22 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 		}
 	}
 	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
+	return nil
+}
+
+// addText adds the condition of q, filter f: its column contains v, ignoring case. The filter's
+// search document holds the column's text folded (lower case, no accents): its index finds the rows
+// whose document holds the folded pattern, a few more than the ILIKE keeps.
+func (lq *listQuery) addText(f filter, v string) *apiError {
+	if v == "" || !utf8.ValidString(v) || utf8.RuneCountInString(v) > maxQRunes ||
+		strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return badParam(f.name, fmt.Sprintf("must be 1 to %d characters of text, without control characters", maxQRunes))
+	}
+	cond := f.col + " ILIKE %[1]s"
+	if f.doc != "" {
+		cond += " AND " + f.doc + " LIKE search_fold(%[1]s)"
+	}
+	lq.where(cond, "%"+likeEscaper.Replace(v)+"%")
 	return nil
 }
 

@@ -731,12 +731,12 @@ func TestListPlansUseIndexes(t *testing.T) {
 	}
 	// A contacts q can go through the trigram index where pg_trgm is installed (it is where the tests
 	// run): the q condition alone (without the company's, which the planner may well prefer on small
-	// tables) matches it. For business, whose q is the plain title column, the planner prices a full
+	// tables) matches it. For business, whose q is a document of the title, the planner prices a full
 	// btree scan lower at this size: that its index exists is TestSchemaQIndexesTakeWritesDirectly's.
 	lq, _ := contactLists.parse(url.Values{"q": {"xyzzy"}})
 	q, args := lq.countSQL(`SELECT count(*) FROM contacts WHERE $1::bigint > 0`, f.c.id)
-	if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, args); !strings.Contains(plan, "contacts_q") {
-		t.Errorf("contacts: q is not served by contacts_q:\n%s", plan)
+	if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, args); !strings.Contains(plan, "contacts_search") {
+		t.Errorf("contacts: q is not served by contacts_search:\n%s", plan)
 	}
 }
 

@@ -391,6 +391,8 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("GET /v1/business/{id}/timeline", "business:read", handleTimeline(st, businessKind, log))
 	v1("GET /v1/organizations/{id}/timeline", "organizations:read", handleTimeline(st, organizationKind, log))
 	addAssociationRoutes(v1, st, log)
+	v1("GET /v1/search", "", handleSearch(st, log)) // each kind's read scope, of those it searches
+	v1("GET /v1/search/count", "", handleSearchCount(st, log))
 
 	v1("GET /v1/users", "reference:read", handleList[user](st, users, log))
 	v1("GET /v1/users/{id}", "reference:read", handleGet[user](st, users, log))

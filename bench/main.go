@@ -11,7 +11,8 @@
 // field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
 // the same server instead. With BENCH_ASSOC=1 (no BASELINE), the first company holds BENCH_CONTACTS
 // business records and as many associations, and each association scenario (assocScenarios, in
-// assoc.go) is paired with its equivalent on the same server.
+// assoc.go) is paired with its equivalent on the same server. With BENCH_SEARCH=1 (no BASELINE), each
+// search scenario (searchScenarios, in search.go) is paired with its equivalent on the same server.
 package main
 
 import (
@@ -121,6 +122,8 @@ type config struct {
 	metrics                            bool // the new server with metrics against itself without
 	custom                             bool // custom scenarios against built-in ones, on the new server
 	assoc                              bool // association scenarios against their equivalents, on the new server
+	search                             bool // search scenarios against their equivalents, on the new server
+	searchHits                         int64
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
@@ -221,7 +224,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 	switch {
 	case cfg.custom:
 		report += customTable(picked, results)
-	case cfg.assoc:
+	case cfg.assoc || cfg.search:
 		report += assocTable(picked, results)
 	default:
 		report += table(picked, b.names[1], results)
@@ -233,7 +236,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 		}
 		report += section
 	}
-	if !cfg.custom && !cfg.assoc && !cfg.metrics {
+	if !cfg.custom && !cfg.assoc && !cfg.search && !cfg.metrics {
 		section, err := neighbourBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.script, b.bases[:len(revs)], b.names[:], b.c, cfg.seconds)
 		if err != nil {
 			return "", fmt.Errorf("neighbour: %w", err)
@@ -310,6 +313,9 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 	case b.cfg.assoc:
 		b.names = [2]string{"scenario", "equivalent"}
 		fill, err = assocPlaceholders(ctx, dbURL, b.bases[0], &b.c)
+	case b.cfg.search:
+		b.names = [2]string{"scenario", "equivalent"}
+		fill, b.cfg.searchHits, err = searchPlaceholders(ctx, b.bases[0], &b.c)
 	default:
 		return nil
 	}
@@ -475,7 +481,7 @@ func cpuNotes(picked []scenario, results [][2][]result) []string {
 }
 
 // parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE, BENCH_METRICS,
-// BENCH_CUSTOM, BENCH_ASSOC and BENCH_ONLY, and spells the command that sets the same (as `make
+// BENCH_CUSTOM, BENCH_ASSOC, BENCH_SEARCH and BENCH_ONLY, and spells the command that sets the same (as `make
 // bench` with what differs from the defaults). BENCH_CUSTOM=1 and BENCH_ASSOC=1 run no import.
 func parseConfig(getenv func(string) string) (config, error) {
 	cfg := config{command: "make bench", scenarios: scenarios}
@@ -489,6 +495,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
 	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
+	cfg.search = or("BENCH_SEARCH", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -503,13 +510,15 @@ func parseConfig(getenv func(string) string) (config, error) {
 	least := 100
 	if cfg.assoc {
 		least = minAssocContacts
+	} else if cfg.search {
+		least = minSearchContacts
 	}
 	if cfg.contacts, err = strconv.Atoi(or("BENCH_CONTACTS", "20000")); err != nil || cfg.contacts < least {
 		return cfg, fmt.Errorf("BENCH_CONTACTS=%q: want an integer of at least %d", getenv("BENCH_CONTACTS"), least)
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom || cfg.assoc {
+	} else if cfg.custom || cfg.assoc || cfg.search {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -528,10 +537,14 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_CUSTOM=1 compares custom scenarios with built-in ones on this tree: give no BASELINE or BENCH_METRICS")
 	case cfg.assoc && (cfg.baseline != "" || cfg.metrics || cfg.custom):
 		return errors.New("BENCH_ASSOC=1 compares association scenarios with their equivalents on this tree: give no BASELINE, BENCH_METRICS or BENCH_CUSTOM")
+	case cfg.search && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc):
+		return errors.New("BENCH_SEARCH=1 compares search scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
 	case cfg.assoc:
 		cfg.scenarios = assocScenarios
+	case cfg.search:
+		cfg.scenarios = searchScenarios
 	}
 	return nil
 }
@@ -1169,6 +1182,10 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	if cfg.assoc {
 		baseline = "each association scenario's equivalent, on the same server, in the same company"
 		data = assocData(cfg.contacts)
+	}
+	if cfg.search {
+		baseline = "each search scenario's equivalent, on the same server, in the same company"
+		data = searchData(cfg.searchHits)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+

@@ -209,6 +209,13 @@ await step('batch: update activities', { method: 'POST', path: '/v1/activities/b
 await step('batch: delete activities', { method: 'POST', path: '/v1/activities/batch/delete', body: { ids: actIds }, want: 200 });
 await step('delete an activity', { method: 'DELETE', path: `/v1/activities/${aid}`, want: 204 });
 
+// Search (one box across the kinds).
+const found = await step('search, every kind the key reads', { path: '/v1/search?q=an&limit=1', want: 200 });
+await step('search, the next page', { path: `/v1/search?q=an&limit=1&cursor=${q(found?.body?.pagination?.nextCursor)}`, want: 200 });
+await step('search by phone digits, contacts and organizations', { path: '/v1/search?q=600000012&objects=contacts,organizations', want: 200 });
+await step('count the hits of a search', { path: '/v1/search/count?q=an', want: 200 });
+await step('400: a search of one character', { via: 'lax', path: '/v1/search?q=a', want: 400 });
+
 // Errors the document describes for requests it admits (through the strict proxy).
 await step('400: unknown query parameter', { path: '/v1/contacts?colour=red', want: 400 });
 await step('400: a cursor this server did not make', { path: '/v1/contacts?cursor=bm90LWEtY3Vyc29y', want: 400 });
