@@ -145,6 +145,10 @@ var businessLists = &listSpec{
 	custom:     "business",
 	associates: "business",
 	q:          "title",
+	times: []summaryField{{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"},
+		{name: "deadline", col: "deadline"}, {name: "dateWon", col: "date_won"}},
+	numbers:  []summaryField{{name: "value", col: "value", money: true}},
+	currency: "currency_id",
 }
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company
