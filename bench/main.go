@@ -11,7 +11,9 @@
 // field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
 // the same server instead. With BENCH_ASSOC=1 (no BASELINE), the first company holds BENCH_CONTACTS
 // business records and as many associations, and each association scenario (assocScenarios, in
-// assoc.go) is paired with its equivalent on the same server.
+// assoc.go) is paired with its equivalent on the same server. With BENCH_SUMMARY=1 (no BASELINE), the
+// first company holds BENCH_CONTACTS business records, and each summary (summaryScenarios, in
+// summary.go) is measured against pgbench running its GROUP BY statement alone.
 package main
 
 import (
@@ -121,6 +123,7 @@ type config struct {
 	metrics                            bool // the new server with metrics against itself without
 	custom                             bool // custom scenarios against built-in ones, on the new server
 	assoc                              bool // association scenarios against their equivalents, on the new server
+	summary                            bool // summaries against their statements run alone by pgbench
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
@@ -188,6 +191,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer b.stopServers()
 	if revs, err = b.startTargets(ctx, tmp, dbURL, revs); err != nil {
 		return err
+	}
+	if cfg.summary {
+		section, err := summaryBench(ctx, stdout, cfg, c, b.script, b.bases[0], pg.cmd.Path, tmp, dbURL)
+		if err != nil {
+			return err
+		}
+		report := header(ctx, cfg, revs, dbURL) + section
+		fmt.Fprintf(stdout, "\n%s\nbench took %s\n", report, time.Since(start).Round(time.Second))
+		return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
 	}
 	if err := b.pairScenarios(ctx, dbURL); err != nil {
 		return err
@@ -489,6 +501,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
 	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
+	cfg.summary = or("BENCH_SUMMARY", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -509,7 +522,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom || cfg.assoc {
+	} else if cfg.custom || cfg.assoc || cfg.summary {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -528,6 +541,8 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_CUSTOM=1 compares custom scenarios with built-in ones on this tree: give no BASELINE or BENCH_METRICS")
 	case cfg.assoc && (cfg.baseline != "" || cfg.metrics || cfg.custom):
 		return errors.New("BENCH_ASSOC=1 compares association scenarios with their equivalents on this tree: give no BASELINE, BENCH_METRICS or BENCH_CUSTOM")
+	case cfg.summary && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc):
+		return errors.New("BENCH_SUMMARY=1 compares summaries with their statements on this tree: give no BASELINE or other mode")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
 	case cfg.assoc:
@@ -837,6 +852,8 @@ func (cfg config) loadVersion() int {
 		return loadVersion + customLoad
 	case cfg.assoc:
 		return loadVersion + assocLoad
+	case cfg.summary:
+		return loadVersion + summaryLoad
 	}
 	return loadVersion
 }
@@ -922,12 +939,16 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 
 // loadRows fills each company of cs with loadSQL and customValuesSQL; with cfg.assoc the first holds
 // assocOrganizations organizations, a business record a contact (not one for every
-// businessPerContact) and associationsSQL's associations.
+// businessPerContact) and associationsSQL's associations; with cfg.summary, a business record a
+// contact, each with a value of summaryFieldSQL's field.
 func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 	for k, c := range cs {
 		counts := []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact, cfg.contacts}
 		if cfg.assoc && k == 0 {
 			counts[1], counts[3] = assocOrganizations, cfg.contacts
+		}
+		if cfg.summary && k == 0 {
+			counts[3] = cfg.contacts
 		}
 		for i, n := range counts {
 			if _, err := db.ExecContext(ctx, loadSQL[i], c.ID, n); err != nil {
@@ -936,6 +957,13 @@ func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 		}
 		if _, err := db.ExecContext(ctx, customValuesSQL, c.ID); err != nil {
 			return fmt.Errorf("load company %d: %w\n%s", c.ID, err, customValuesSQL)
+		}
+		if cfg.summary && k == 0 {
+			for _, q := range summaryFieldSQL {
+				if _, err := db.ExecContext(ctx, q, c.ID); err != nil {
+					return fmt.Errorf("load company %d: %w\n%s", c.ID, err, q)
+				}
+			}
 		}
 		if !cfg.assoc || k > 0 {
 			continue
@@ -1169,6 +1197,11 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	if cfg.assoc {
 		baseline = "each association scenario's equivalent, on the same server, in the same company"
 		data = assocData(cfg.contacts)
+	}
+	if cfg.summary {
+		baseline = "each summary's GROUP BY statement, run alone by pgbench on the same PostgreSQL"
+		data = fmt.Sprintf(" With BENCH_SUMMARY, the first company holds %d business records (not %d).", cfg.contacts, cfg.contacts/businessPerContact)
+		load = fmt.Sprintf("wrk -t2 -c%d against pgbench -c%d -j%d", summaryConns, summaryConns, summaryConns)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
