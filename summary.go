@@ -224,7 +224,7 @@ func (sq *summaryQuery) addGroup(spec *listSpec, fields []customField, name stri
 	case custom != nil && custom.Type == "user":
 		g.expr, g.typ = sq.join(custom)+".num_value", groupUser
 	default:
-		return badParam("groupBy", "names "+quoteClamped(name)+", which is not a field to group by: "+groupNames(spec))
+		return badParam("groupBy", "names "+quoteClamped(name)+"; it takes "+groupNames(spec))
 	}
 	if slices.ContainsFunc(sq.groups, func(o groupKey) bool { return o.name == name }) {
 		return badParam("groupBy", "names "+quoteClamped(name)+" twice")
@@ -233,18 +233,18 @@ func (sq *summaryQuery) addGroup(spec *listSpec, fields []customField, name stri
 	return nil
 }
 
-// groupNames says what a summary of spec's objects may group by.
+// groupNames says what a summary of spec's objects may group by, in at most 200 characters.
 func groupNames(spec *listSpec) string {
-	var names []string
+	var names, times []string
 	for _, f := range spec.filters {
 		if f.kind == filterIDs || f.kind == filterBool || f.kind == filterOneOf {
 			names = append(names, f.name)
 		}
 	}
 	for _, f := range spec.times {
-		names = append(names, f.name+":day|week|month|year")
+		times = append(times, f.name)
 	}
-	return strings.Join(append(names, "custom.<key> of a select, boolean or user field"), ", ")
+	return strings.Join(append(names, strings.Join(times, "|")+":day|week|month|year", "custom.<key>"), ", ")
 }
 
 // addMetric adds the metric name of metrics: count (always there), or op:field of a number field of

@@ -289,8 +289,8 @@ func TestSummaryRefusesBadParameters(t *testing.T) {
 		{"cursor=abc", "cursor"},
 	} {
 		p := wantProblem(t, call(t, "GET", "/v1/business/summary?"+tc.query, c.key, ""), http.StatusBadRequest, "invalid_parameter")
-		if len(p.Errors) != 1 || p.Errors[0].Field != tc.param {
-			t.Errorf("summary?%s: errors %+v; want one naming %s", tc.query, p.Errors, tc.param)
+		if len(p.Errors) != 1 || p.Errors[0].Field != tc.param || strings.HasSuffix(p.Errors[0].Message, "...") {
+			t.Errorf("summary?%s: errors %+v; want one naming %s, its message whole", tc.query, p.Errors, tc.param)
 		}
 	}
 	for _, query := range []string{"sort=id", "groupBy=stageId&groupBy=boardId", "nope=1"} {
