@@ -110,6 +110,8 @@ image-check: postgres
 ## on the same server; BENCH_ASSOC=1 BENCH_CONTACTS=1000000 is issue 45's scale.
 ## BENCH_SEARCH=1 (no BASELINE, no import): each search's first page (issue 47) runs against the contacts
 ## list filtered by q of the same text, and a search's last page against its first, on the same server.
+## BENCH_SUMMARY=1 (no BASELINE, no import): the first company holds BENCH_CONTACTS business records, and
+## each summary (issue 48) runs against its GROUP BY run alone by pgbench; BENCH_CONTACTS=1000000 is the scale.
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
@@ -121,6 +123,7 @@ BENCH_METRICS  ?=
 BENCH_CUSTOM   ?=
 BENCH_ASSOC    ?=
 BENCH_SEARCH   ?=
+BENCH_SUMMARY  ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -129,7 +132,8 @@ bench: postgres
 		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
 		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' BENCH_METRICS='$(BENCH_METRICS)' \
-		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' BENCH_SEARCH='$(BENCH_SEARCH)' $(GO) run ./bench
+		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' BENCH_SEARCH='$(BENCH_SEARCH)' BENCH_SUMMARY='$(BENCH_SUMMARY)' \
+		$(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -249,6 +249,9 @@ var activityLists = &listSpec{
 	associates: "activities",
 	q:          `(coalesce(subject, '') || E'\n' || coalesce(body, ''))`,
 	qDoc:       searchDoc("subject", "body"),
+	times: []summaryField{{name: "occurredAt", col: "occurred_at"}, {name: "dueAt", col: "due_at"}, {name: "doneAt", col: "done_at"},
+		{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"}},
+	numbers: []summaryField{{name: "durationSeconds", col: "duration_seconds"}},
 }
 
 // activityExpansions: the users, and expand[]=targets, the targets' objects, read by kind.

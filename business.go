@@ -146,6 +146,10 @@ var businessLists = &listSpec{
 	associates: "business",
 	q:          "title",
 	qDoc:       searchDoc("title"),
+	times: []summaryField{{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"},
+		{name: "deadline", col: "deadline"}, {name: "dateWon", col: "date_won"}},
+	numbers:  []summaryField{{name: "value", col: "value", money: true}},
+	currency: "currency_id",
 }
 
 // checkBusinessRefs returns fieldErrors naming each reference of b that is not an object the company

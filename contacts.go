@@ -143,6 +143,7 @@ var contactLists = &listSpec{
 	ranges:     true,
 	custom:     "contact",
 	associates: "contacts",
+	times:      []summaryField{{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"}},
 	// q: name, surname, e-mail or phone contains it. The fields are joined by a newline, which q
 	// cannot hold, so no match spans two fields.
 	q:    `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,

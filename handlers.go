@@ -166,18 +166,25 @@ func listRequest(r *http.Request, st *store, res *resource, allowed []string) (u
 	if aerr != nil {
 		return nil, nil, nil, aerr
 	}
+	lq, exps, err := listFilters(r, st, res, q)
+	return q, lq, exps, err
+}
+
+// listFilters reads the sort, limit, filters and expand[] of q, the query parameters of a list,
+// count or summary request of res: listRequest's work after queryParams.
+func listFilters(r *http.Request, st *store, res *resource, q url.Values) (*listQuery, []expansion, error) {
 	if aerr := associatedScopeError(tenantOf(r), q); aerr != nil {
-		return nil, nil, nil, aerr
+		return nil, nil, aerr
 	}
 	lq, aerr := res.lists.parse(q)
 	if aerr != nil {
-		return nil, nil, nil, aerr
+		return nil, nil, aerr
 	}
 	exps, aerr := parseExpand(r, q, res.expansions)
 	if aerr != nil {
-		return nil, nil, nil, aerr
+		return nil, nil, aerr
 	}
-	return q, lq, exps, customSortAndFilters(r.Context(), st, tenantOf(r).companyID, res, lq)
+	return lq, exps, customSortAndFilters(r.Context(), st, tenantOf(r).companyID, res, lq)
 }
 
 // handleCount answers GET /v1/{resource}/count: {"count": n}, for the same filters as the list.

@@ -118,12 +118,15 @@ type filter struct {
 type listSpec struct {
 	sorts       []sortField // besides id; none: the list is by id only and takes no sort parameter
 	filters     []filter
-	ranges      bool   // createdAt[gte|gt|lte|lt] and updatedAt[...]
-	q           string // the SQL text q searches; "": no q
-	qDoc        string // the search document (search.go) that holds q's fields, whose index serves q; "": none
-	newestFirst bool   // by id descending (with no sorts)
-	custom      string // the object whose custom fields filter and sort the list (customfields.go); "": none
-	associates  string // the kind whose associated.{kind} filters the list takes (associations.go); "": none
+	ranges      bool           // createdAt[gte|gt|lte|lt] and updatedAt[...]
+	q           string         // the SQL text q searches; "": no q
+	qDoc        string         // the search document (search.go) that holds q's fields, whose index serves q; "": none
+	newestFirst bool           // by id descending (with no sorts)
+	custom      string         // the object whose custom fields filter and sort the list (customfields.go); "": none
+	associates  string         // the kind whose associated.{kind} filters the list takes (associations.go); "": none
+	times       []summaryField // the time fields a summary groups by bucket, createdAt:month (summary.go)
+	numbers     []summaryField // the number fields a summary's metrics take, sum:value
+	currency    string         // the column of the currency of its money fields; "": they have none
 }
 
 // rangeFilters are the filters of a spec with ranges.

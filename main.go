@@ -364,6 +364,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 
 	v1("GET /v1/contacts", "contacts:read", handleList[contact](st, contacts, log))
 	v1("GET /v1/contacts/count", "contacts:read", handleCount(st, contacts, log))
+	v1("GET /v1/contacts/summary", "contacts:read", handleSummary(st, contacts, log))
 	v1("GET /v1/contacts/{id}", "contacts:read", handleGet[contact](st, contacts, log))
 	v1("POST /v1/contacts", "contacts:write", handleCreate(st, contacts, createContact, log))
 	v1("PATCH /v1/contacts/{id}", "contacts:write", handleUpdate(st, contacts, updateContact, log))
@@ -372,12 +373,14 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 
 	v1("GET /v1/business", "business:read", handleList[business](st, businesses, log))
 	v1("GET /v1/business/count", "business:read", handleCount(st, businesses, log))
+	v1("GET /v1/business/summary", "business:read", handleSummary(st, businesses, log))
 	v1("GET /v1/business/{id}", "business:read", handleGet[business](st, businesses, log))
 	v1("POST /v1/business", "business:write", handleCreate(st, businesses, createBusiness, log))
 	v1("PATCH /v1/business/{id}", "business:write", handleUpdate(st, businesses, updateBusiness, log))
 	v1("DELETE /v1/business/{id}", "business:write", handleDelete[business](st, businesses, log))
 
 	v1("GET /v1/organizations", "organizations:read", handleList[organization](st, organizations, log))
+	v1("GET /v1/organizations/summary", "organizations:read", handleSummary(st, organizations, log))
 	v1("GET /v1/organizations/{id}", "organizations:read", handleGet[organization](st, organizations, log))
 	v1("POST /v1/organizations", "organizations:write", handleCreate(st, organizations, createOrganization, log))
 	v1("PATCH /v1/organizations/{id}", "organizations:write", handleUpdate(st, organizations, updateOrganization, log))
@@ -436,6 +439,7 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 func addActivityRoutes(v1 func(pattern, scope string, h http.Handler), st *store, log *slog.Logger) {
 	v1("GET /v1/activities", "activities:read", handleList[activity](st, activities, log))
 	v1("GET /v1/activities/count", "activities:read", handleCount(st, activities, log))
+	v1("GET /v1/activities/summary", "activities:read", handleSummary(st, activities, log))
 	v1("GET /v1/activities/{id}", "activities:read", handleGet[activity](st, activities, log))
 	v1("POST /v1/activities", "activities:write", handleCreate(st, activities, createActivity, log))
 	v1("PATCH /v1/activities/{id}", "activities:write", handleUpdate(st, activities, updateActivity, log))

@@ -451,9 +451,9 @@ func customNulls(fields []customField) []byte {
 	return appendMembers(nil, nulls)
 }
 
-// addListParams adds the custom filters of fields to the list and the count of table's objects in
-// paths, and their sorts to the list's parameter sortParam in params (organizations have no count,
-// and no sort).
+// addListParams adds the custom filters of fields to the list, the count and the summary of table's
+// objects in paths, and their sorts to the list's parameter sortParam in params (organizations have
+// no count, and no sort).
 func addListParams(paths, params []member, table, sortParam string, fields []customField) {
 	var sorts, filters []json.RawMessage
 	for _, f := range fields {
@@ -466,7 +466,7 @@ func addListParams(paths, params []member, table, sortParam string, fields []cus
 		return func(arr json.RawMessage) json.RawMessage { return addToArray(arr, elems) }
 	}
 	for i, p := range paths {
-		if p.name == "/v1/"+table || p.name == "/v1/"+table+"/count" {
+		if p.name == "/v1/"+table || p.name == "/v1/"+table+"/count" || p.name == "/v1/"+table+"/summary" {
 			paths[i].raw = editMember(p.raw, []string{"get", "parameters"}, add(filters))
 		}
 	}

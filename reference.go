@@ -141,7 +141,8 @@ func (c *country) scanDest() []any  { return append(c.status.scanDest(), &c.Alph
 var (
 	users = &resource{path: "/v1/users", lists: &listSpec{},
 		selectSQL: `SELECT id, name, surname, email, created_at, updated_at FROM users WHERE company_id = $1`}
-	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{custom: "organization", associates: "organizations"}, event: "organization",
+	organizations = &resource{path: "/v1/organizations", table: "organizations", lists: &listSpec{custom: "organization", associates: "organizations",
+		times: []summaryField{{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"}}}, event: "organization",
 		selectSQL: `SELECT id, name, created_at, updated_at, ` + customColumns("organizations", "organization") + ` FROM organizations WHERE company_id = $1`,
 		inUse: `SELECT EXISTS (SELECT FROM contacts WHERE company_id = $1 AND organization_id = $2)
 			OR EXISTS (SELECT FROM business WHERE company_id = $1 AND organization_id = $2)`}

@@ -13,6 +13,9 @@
 // business records and as many associations, and each association scenario (assocScenarios, in
 // assoc.go) is paired with its equivalent on the same server. With BENCH_SEARCH=1 (no BASELINE), each
 // search scenario (searchScenarios, in search.go) is paired with its equivalent on the same server.
+// With BENCH_SUMMARY=1 (no BASELINE), the
+// first company holds BENCH_CONTACTS business records, and each summary (summaryScenarios, in
+// summary.go) is measured against pgbench running its GROUP BY statement alone.
 package main
 
 import (
@@ -124,6 +127,7 @@ type config struct {
 	assoc                              bool // association scenarios against their equivalents, on the new server
 	search                             bool // search scenarios against their equivalents, on the new server
 	searchHits                         int64
+	summary                            bool // summaries against their statements run alone by pgbench
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
@@ -191,6 +195,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer b.stopServers()
 	if revs, err = b.startTargets(ctx, tmp, dbURL, revs); err != nil {
 		return err
+	}
+	if cfg.summary {
+		section, err := summaryBench(ctx, stdout, cfg, c, b.script, b.bases[0], pg.cmd.Path, tmp, dbURL)
+		if err != nil {
+			return err
+		}
+		report := header(ctx, cfg, revs, dbURL) + section
+		fmt.Fprintf(stdout, "\n%s\nbench took %s\n", report, time.Since(start).Round(time.Second))
+		return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
 	}
 	if err := b.pairScenarios(ctx, dbURL); err != nil {
 		return err
@@ -496,6 +509,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
 	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
 	cfg.search = or("BENCH_SEARCH", "") == "1"
+	cfg.summary = or("BENCH_SUMMARY", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -518,7 +532,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom || cfg.assoc || cfg.search {
+	} else if cfg.custom || cfg.assoc || cfg.search || cfg.summary {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -539,6 +553,8 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_ASSOC=1 compares association scenarios with their equivalents on this tree: give no BASELINE, BENCH_METRICS or BENCH_CUSTOM")
 	case cfg.search && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc):
 		return errors.New("BENCH_SEARCH=1 compares search scenarios with their equivalents on this tree: give no BASELINE or other mode")
+	case cfg.summary && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search):
+		return errors.New("BENCH_SUMMARY=1 compares summaries with their statements on this tree: give no BASELINE or other mode")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
 	case cfg.assoc:
@@ -850,6 +866,8 @@ func (cfg config) loadVersion() int {
 		return loadVersion + customLoad
 	case cfg.assoc:
 		return loadVersion + assocLoad
+	case cfg.summary:
+		return loadVersion + summaryLoad
 	}
 	return loadVersion
 }
@@ -935,12 +953,16 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 
 // loadRows fills each company of cs with loadSQL and customValuesSQL; with cfg.assoc the first holds
 // assocOrganizations organizations, a business record a contact (not one for every
-// businessPerContact) and associationsSQL's associations.
+// businessPerContact) and associationsSQL's associations; with cfg.summary, a business record a
+// contact, each with a value of summaryFieldSQL's field.
 func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 	for k, c := range cs {
 		counts := []int{users, organizations, cfg.contacts, cfg.contacts / businessPerContact, cfg.contacts}
 		if cfg.assoc && k == 0 {
 			counts[1], counts[3] = assocOrganizations, cfg.contacts
+		}
+		if cfg.summary && k == 0 {
+			counts[3] = cfg.contacts
 		}
 		for i, n := range counts {
 			if _, err := db.ExecContext(ctx, loadSQL[i], c.ID, n); err != nil {
@@ -949,6 +971,13 @@ func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 		}
 		if _, err := db.ExecContext(ctx, customValuesSQL, c.ID); err != nil {
 			return fmt.Errorf("load company %d: %w\n%s", c.ID, err, customValuesSQL)
+		}
+		if cfg.summary && k == 0 {
+			for _, q := range summaryFieldSQL {
+				if _, err := db.ExecContext(ctx, q, c.ID); err != nil {
+					return fmt.Errorf("load company %d: %w\n%s", c.ID, err, q)
+				}
+			}
 		}
 		if !cfg.assoc || k > 0 {
 			continue
@@ -1186,6 +1215,11 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	if cfg.search {
 		baseline = "each search scenario's equivalent, on the same server, in the same company"
 		data = searchData(cfg.searchHits)
+	}
+	if cfg.summary {
+		baseline = "each summary's GROUP BY statement, run alone by pgbench on the same PostgreSQL"
+		data = fmt.Sprintf(" With BENCH_SUMMARY, the first company holds %d business records (not %d).", cfg.contacts, cfg.contacts/businessPerContact)
+		load = fmt.Sprintf("wrk -t2 -c%d against pgbench -c%d -j%d", summaryConns, summaryConns, summaryConns)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+

@@ -186,6 +186,16 @@ await step('list business by position, filtered by stage, owner, currency and or
   { path: `/v1/business?sort=position&stageId=${boardStage}&userOwnerId=${userId}&currencyId=978&organizationId=${orgId}`, want: 200 });
 await step('list business by title with text and dates', { path: `/v1/business?sort=-title&q=walk&updatedAt[gte]=${q(since)}&createdAt[lte]=${q('2100-01-01T00:00:00Z')}`, want: 200 });
 await step('count business with filters', { path: `/v1/business/count?boardId=${boardId}&statusId=1&q=walk`, want: 200 });
+const board = await step('summarize business: the pipeline board', { path: `/v1/business/summary?groupBy=stageId&metrics=sum:value,avg:value,min:value,max:value&boardId=${boardId}`, want: 200 });
+expect('a money metric groups by currency too', board?.body?.data?.length > 0 && board.body.data.every(g => 'currencyId' in g.group), `groups ${JSON.stringify(board?.body?.data?.[0])}`);
+const months = await step('summarize business by month and privacy, a page of 1', { path: '/v1/business/summary?groupBy=createdAt:month,private&limit=1', want: 200 });
+if (months?.body?.pagination?.nextCursor) {
+  await step('summarize business, next page', { path: `/v1/business/summary?groupBy=createdAt:month,private&limit=1&cursor=${q(months.body.pagination.nextCursor)}`, want: 200 });
+}
+await step('summarize contacts by stage, filtered', { path: `/v1/contacts/summary?groupBy=stageId,withSales&countryId=724`, want: 200 });
+await step('summarize organizations by year', { path: '/v1/organizations/summary?groupBy=createdAt:year', want: 200 });
+await step('400: a summary by a field it cannot group by', { via: 'lax', path: '/v1/business/summary?groupBy=title', want: 400 });
+await step('400: a metric of a field that is no number', { via: 'lax', path: '/v1/business/summary?metrics=sum:title', want: 400 });
 const bp = await step('update a business record with If-Match', {
   method: 'PATCH', path: `/v1/business/${bid}`, headers: { 'if-match': bTag }, body: { value: 0.1, stageId: boardStage }, want: 200 });
 expect('the value reads back exactly', bp?.body?.value === 0.1, `value ${bp?.body?.value}`);
@@ -201,6 +211,7 @@ await step('retrieve an activity, every expansion', { path: `/v1/activities/${ai
 await step('list activities of a target, open ones by due date', { path: `/v1/activities?target=business:${bid}&done=false&sort=dueAt&expand[]=targets`, want: 200 });
 await step('list activities by type, owner, text and times', { path: `/v1/activities?type=call&type=note&userOwnerId=${userId}&q=quote&occurredAt[gte]=${q('2026-01-01T00:00:00Z')}&dueAt[lt]=${q('2100-01-01T00:00:00Z')}&sort=-occurredAt`, want: 200 });
 await step('count activities with filters', { path: `/v1/activities/count?target=organization:${orgId}&done=false`, want: 200 });
+await step('summarize activities by type and done, with their durations', { path: '/v1/activities/summary?groupBy=type,done&metrics=sum:durationSeconds,avg:durationSeconds', want: 200 });
 await step('update an activity: done, one target left', { method: 'PATCH', path: `/v1/activities/${aid}`, body: { doneAt: '2026-11-21T10:00:00Z', targets: [{ object: 'business', id: bid }] }, want: 200 });
 await step('422: a note without a body', { via: 'lax', method: 'POST', path: '/v1/activities', body: { type: 'note' }, want: 422 });
 const madeActs = await step('batch: create activities', { method: 'POST', path: '/v1/activities/batch/create', body: doc.paths['/v1/activities/batch/{op}'].post.requestBody.content['application/json'].examples.create.value, want: 200 });
