@@ -75,7 +75,7 @@ type summaryQuery struct {
 	metrics []metric
 	joins   []string // the LEFT JOINs of the custom values that groups and metrics read
 	limit   int
-	cursor  string        // as sent; "": the first page
+	cursor  []string      // as sent; nil: the first page
 	after   []pgtype.Text // the keys of the last group of the page before (readCursor)
 	binding string        // the groups and metrics: a cursor is valid only for the same
 }
@@ -123,7 +123,7 @@ func summaryRequest(r *http.Request, st *store, res *resource, allowed []string)
 	if aerr != nil {
 		return nil, nil, aerr
 	}
-	sq := &summaryQuery{table: res.table, limit: defaultSummaryLimit, cursor: q.Get("cursor")}
+	sq := &summaryQuery{table: res.table, limit: defaultSummaryLimit, cursor: q["cursor"]}
 	groupBy, metrics := splitList(q, "groupBy"), splitList(q, "metrics")
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])
@@ -379,11 +379,11 @@ func groupCursor(key []byte, scope string, keys []pgtype.Text) string {
 // readCursor sets where the page starts from sq.cursor, which groupCursor made for the same scope
 // (company, filters, groups and metrics). Anything else is 400.
 func (sq *summaryQuery) readCursor(key []byte, scope string) *apiError {
-	if sq.cursor == "" {
+	if sq.cursor == nil {
 		return nil
 	}
 	nulls := make([]uint64, len(sq.groups))
-	text, ok := openCursor(sq.cursor, key, scope, nulls)
+	text, ok := openCursor(sq.cursor[0], key, scope, nulls)
 	keys := strings.Split(text, "\x00")
 	if !ok || len(sq.groups) == 0 || len(keys) != len(sq.groups)+1 {
 		return badParam("cursor", "is not a cursor of this summary; pass pagination.nextCursor unchanged, with the same groupBy, metrics and filters")

@@ -287,6 +287,7 @@ func TestSummaryRefusesBadParameters(t *testing.T) {
 		{"stageId=abc", "stageId"},
 		{"custom.kind=x", "custom.kind"},
 		{"cursor=abc", "cursor"},
+		{"groupBy=stageId&cursor=", "cursor"},
 	} {
 		p := wantProblem(t, call(t, "GET", "/v1/business/summary?"+tc.query, c.key, ""), http.StatusBadRequest, "invalid_parameter")
 		if len(p.Errors) != 1 || p.Errors[0].Field != tc.param || strings.HasSuffix(p.Errors[0].Message, "...") {
