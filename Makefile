@@ -108,6 +108,8 @@ image-check: postgres
 ## BENCH_ASSOC=1 (no BASELINE, no import): the first company holds BENCH_CONTACTS business records and
 ## as many associations, and each association page and write (issue 45) runs against its equivalent
 ## on the same server; BENCH_ASSOC=1 BENCH_CONTACTS=1000000 is issue 45's scale.
+## BENCH_ACTIVITIES=1 (no BASELINE, no import): the first company also holds BENCH_CONTACTS activities,
+## and each activity page, timeline page and create (issue 46) runs against its equivalent.
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
@@ -118,6 +120,7 @@ BENCH_IMPORT   ?= 100000
 BENCH_METRICS  ?=
 BENCH_CUSTOM   ?=
 BENCH_ASSOC    ?=
+BENCH_ACTIVITIES ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -126,7 +129,8 @@ bench: postgres
 		else echo "wrk is missing. Install it with: sudo apt-get install wrk"; exit 1; fi; }
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
 		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' BENCH_METRICS='$(BENCH_METRICS)' \
-		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' $(GO) run ./bench
+		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' \
+		BENCH_ACTIVITIES='$(BENCH_ACTIVITIES)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -11,7 +11,9 @@
 // field values and each custom scenario (customScenarios) is paired with its built-in equivalent on
 // the same server instead. With BENCH_ASSOC=1 (no BASELINE), the first company holds BENCH_CONTACTS
 // business records and as many associations, and each association scenario (assocScenarios, in
-// assoc.go) is paired with its equivalent on the same server.
+// assoc.go) is paired with its equivalent on the same server. With BENCH_ACTIVITIES=1 (no BASELINE),
+// the first company also holds BENCH_CONTACTS activities, and each activity scenario
+// (activityScenarios, in activities.go) is paired with its equivalent on the same server.
 package main
 
 import (
@@ -121,15 +123,17 @@ type config struct {
 	metrics                            bool // the new server with metrics against itself without
 	custom                             bool // custom scenarios against built-in ones, on the new server
 	assoc                              bool // association scenarios against their equivalents, on the new server
+	activities                         bool // activity scenarios against their equivalents, on the new server
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
-// BENCH_ASSOC of its business ids.
+// BENCH_ASSOC or BENCH_ACTIVITIES of its business ids (and organization ids).
 type company struct {
 	ID       int64  `json:"companyId"`
 	Key      string `json:"apiKey"`
 	lo, hi   int64
 	blo, bhi int64
+	olo, ohi int64
 }
 
 // result is what one wrk run measured.
@@ -221,7 +225,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 	switch {
 	case cfg.custom:
 		report += customTable(picked, results)
-	case cfg.assoc:
+	case cfg.assoc || cfg.activities:
 		report += assocTable(picked, results)
 	default:
 		report += table(picked, b.names[1], results)
@@ -233,7 +237,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 		}
 		report += section
 	}
-	if !cfg.custom && !cfg.assoc && !cfg.metrics {
+	if !cfg.custom && !cfg.assoc && !cfg.activities && !cfg.metrics {
 		section, err := neighbourBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.script, b.bases[:len(revs)], b.names[:], b.c, cfg.seconds)
 		if err != nil {
 			return "", fmt.Errorf("neighbour: %w", err)
@@ -310,6 +314,9 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 	case b.cfg.assoc:
 		b.names = [2]string{"scenario", "equivalent"}
 		fill, err = assocPlaceholders(ctx, dbURL, b.bases[0], &b.c)
+	case b.cfg.activities:
+		b.names = [2]string{"scenario", "equivalent"}
+		fill, err = activityPlaceholders(ctx, dbURL, &b.c)
 	default:
 		return nil
 	}
@@ -475,8 +482,9 @@ func cpuNotes(picked []scenario, results [][2][]result) []string {
 }
 
 // parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE, BENCH_METRICS,
-// BENCH_CUSTOM, BENCH_ASSOC and BENCH_ONLY, and spells the command that sets the same (as `make
-// bench` with what differs from the defaults). BENCH_CUSTOM=1 and BENCH_ASSOC=1 run no import.
+// BENCH_CUSTOM, BENCH_ASSOC, BENCH_ACTIVITIES and BENCH_ONLY, and spells the command that sets the
+// same (as `make bench` with what differs from the defaults). The modes but BENCH_METRICS run no
+// import.
 func parseConfig(getenv func(string) string) (config, error) {
 	cfg := config{command: "make bench", scenarios: scenarios}
 	or := func(k, def string) string {
@@ -489,6 +497,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	cfg.baseline, cfg.dir = or("BASELINE", ""), or("BENCH_DIR", "/var/tmp/rolodex-bench")
 	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
+	cfg.activities = or("BENCH_ACTIVITIES", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -509,7 +518,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom || cfg.assoc {
+	} else if cfg.custom || cfg.assoc || cfg.activities {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -528,10 +537,14 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_CUSTOM=1 compares custom scenarios with built-in ones on this tree: give no BASELINE or BENCH_METRICS")
 	case cfg.assoc && (cfg.baseline != "" || cfg.metrics || cfg.custom):
 		return errors.New("BENCH_ASSOC=1 compares association scenarios with their equivalents on this tree: give no BASELINE, BENCH_METRICS or BENCH_CUSTOM")
+	case cfg.activities && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc):
+		return errors.New("BENCH_ACTIVITIES=1 compares activity scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
 	case cfg.assoc:
 		cfg.scenarios = assocScenarios
+	case cfg.activities:
+		cfg.scenarios = activityScenarios
 	}
 	return nil
 }
@@ -837,6 +850,8 @@ func (cfg config) loadVersion() int {
 		return loadVersion + customLoad
 	case cfg.assoc:
 		return loadVersion + assocLoad
+	case cfg.activities:
+		return loadVersion + activitiesLoad
 	}
 	return loadVersion
 }
@@ -860,6 +875,12 @@ func cleanLoad(ctx context.Context, db *sql.DB, cfg config, c company) error {
 			return err
 		}
 		vacuum += ", associations"
+	}
+	if cfg.activities {
+		if err := cleanActivities(ctx, db, cfg.contacts); err != nil {
+			return err
+		}
+		vacuum += ", activities, associations"
 	}
 	_, err = db.ExecContext(ctx, vacuum)
 	return err
@@ -895,7 +916,7 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 	}
 	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
 		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass, 'custom_values'::regclass,
-			'associations'::regclass) AND NOT indisprimary`
+			'associations'::regclass, 'activities'::regclass) AND NOT indisprimary`
 	var indexes, names string
 	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
 		return company{}, err
@@ -937,6 +958,11 @@ func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 		if _, err := db.ExecContext(ctx, customValuesSQL, c.ID); err != nil {
 			return fmt.Errorf("load company %d: %w\n%s", c.ID, err, customValuesSQL)
 		}
+		if cfg.activities && k == 0 {
+			if err := loadActivities(ctx, db, c, cfg.contacts); err != nil {
+				return err
+			}
+		}
 		if !cfg.assoc || k > 0 {
 			continue
 		}
@@ -974,7 +1000,7 @@ func loadedRange(ctx context.Context, db *sql.DB, cfg config, c company) (compan
 // minutes. docs/scaling.md gives operators the same steps for a bulk import.
 func withoutCountTriggers(ctx context.Context, db *sql.DB, f func() error) error {
 	const qTriggers = `SELECT format('ALTER TABLE %s %%s TRIGGER %I', tgrelid::regclass, tgname) FROM pg_trigger
-		WHERE tgrelid IN ('contacts'::regclass, 'business'::regclass) AND tgfoid::regproc::text LIKE 'count%'`
+		WHERE tgrelid IN ('contacts'::regclass, 'business'::regclass, 'activities'::regclass) AND tgfoid::regproc::text LIKE 'count%'`
 	rows, err := db.QueryContext(ctx, qTriggers)
 	if err != nil {
 		return err
@@ -1003,10 +1029,11 @@ func withoutCountTriggers(ctx context.Context, db *sql.DB, f func() error) error
 	if err := f(); err != nil {
 		return err
 	}
-	const qRecount = `DELETE FROM object_counts WHERE tbl IN ('contacts', 'business');
+	const qRecount = `DELETE FROM object_counts WHERE tbl IN ('contacts', 'business', 'activities');
 		INSERT INTO object_counts (company_id, tbl, stripe, n)
 			SELECT company_id, 'contacts', 0, count(*) FROM contacts GROUP BY company_id
-			UNION ALL SELECT company_id, 'business', 0, count(*) FROM business GROUP BY company_id`
+			UNION ALL SELECT company_id, 'business', 0, count(*) FROM business GROUP BY company_id
+			UNION ALL SELECT company_id, 'activities', 0, count(*) FROM activities GROUP BY company_id`
 	if _, err := db.ExecContext(ctx, qRecount); err != nil {
 		return err
 	}
@@ -1089,7 +1116,8 @@ func runWrk(ctx context.Context, script, base string, c company, s scenario, sec
 		timeout = "30s"
 	}
 	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body, fmt.Sprint("BENCH_KEYED=", s.keyed),
-		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi), fmt.Sprint("BENCH_BID_LO=", c.blo), fmt.Sprint("BENCH_BID_HI=", c.bhi)},
+		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi), fmt.Sprint("BENCH_BID_LO=", c.blo), fmt.Sprint("BENCH_BID_HI=", c.bhi),
+		fmt.Sprint("BENCH_OID_LO=", c.olo), fmt.Sprint("BENCH_OID_HI=", c.ohi)},
 		"wrk", "-t2", fmt.Sprint("-c", cmp.Or(s.conns, 32)), fmt.Sprint("-d", seconds, "s"), "--timeout", timeout, "--latency", "-s", script, base)
 	if err != nil {
 		return result{}, err
@@ -1169,6 +1197,10 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 	if cfg.assoc {
 		baseline = "each association scenario's equivalent, on the same server, in the same company"
 		data = assocData(cfg.contacts)
+	}
+	if cfg.activities {
+		baseline = "each activity scenario's equivalent, on the same server, in the same company"
+		data = activitiesData(cfg.contacts)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+
