@@ -112,6 +112,8 @@ image-check: postgres
 ## list filtered by q of the same text, and a search's last page against its first, on the same server.
 ## BENCH_SUMMARY=1 (no BASELINE, no import): the first company holds BENCH_CONTACTS business records, and
 ## each summary (issue 48) runs against its GROUP BY run alone by pgbench; BENCH_CONTACTS=1000000 is the scale.
+## BENCH_ACTIVITIES=1 (no BASELINE, no import): the first company also holds BENCH_CONTACTS activities,
+## and each activity page, timeline page and create (issue 46) runs against its equivalent.
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
@@ -124,6 +126,7 @@ BENCH_CUSTOM   ?=
 BENCH_ASSOC    ?=
 BENCH_SEARCH   ?=
 BENCH_SUMMARY  ?=
+BENCH_ACTIVITIES ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -133,7 +136,7 @@ bench: postgres
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
 		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' BENCH_METRICS='$(BENCH_METRICS)' \
 		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' BENCH_SEARCH='$(BENCH_SEARCH)' BENCH_SUMMARY='$(BENCH_SUMMARY)' \
-		$(GO) run ./bench
+		BENCH_ACTIVITIES='$(BENCH_ACTIVITIES)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -140,16 +140,20 @@ func getJSON(ctx context.Context, url, key string, v any) error {
 	return json.Unmarshal(b, v)
 }
 
-var placeholderID = regexp.MustCompile(`\{b?id\}`)
+var placeholderID = regexp.MustCompile(`\{[bo]?id\}`)
 
-// fillIDs puts a random contact id of c in place of each {id} of s, and a random business id in
-// place of each {bid}, as wrk.lua does.
+// fillIDs puts a random contact id of c in place of each {id} of s, a random business id in place
+// of each {bid} and a random organization id in place of each {oid}, as wrk.lua does.
 func fillIDs(s string, c company) string {
 	return placeholderID.ReplaceAllStringFunc(s, func(m string) string {
-		if m == "{bid}" {
-			return strconv.FormatInt(c.blo+rand.Int64N(c.bhi-c.blo+1), 10)
+		lo, hi := c.lo, c.hi
+		switch m {
+		case "{bid}":
+			lo, hi = c.blo, c.bhi
+		case "{oid}":
+			lo, hi = c.olo, c.ohi
 		}
-		return strconv.FormatInt(c.lo+rand.Int64N(c.hi-c.lo+1), 10)
+		return strconv.FormatInt(lo+rand.Int64N(hi-lo+1), 10)
 	})
 }
 

@@ -13,9 +13,11 @@
 // business records and as many associations, and each association scenario (assocScenarios, in
 // assoc.go) is paired with its equivalent on the same server. With BENCH_SEARCH=1 (no BASELINE), each
 // search scenario (searchScenarios, in search.go) is paired with its equivalent on the same server.
-// With BENCH_SUMMARY=1 (no BASELINE), the
-// first company holds BENCH_CONTACTS business records, and each summary (summaryScenarios, in
-// summary.go) is measured against pgbench running its GROUP BY statement alone.
+// With BENCH_SUMMARY=1 (no BASELINE), the first company holds BENCH_CONTACTS business records, and
+// each summary (summaryScenarios, in summary.go) is measured against pgbench running its GROUP BY
+// statement alone. With BENCH_ACTIVITIES=1 (no BASELINE), the first company also holds BENCH_CONTACTS
+// activities, and each activity scenario (activityScenarios, in activities.go) is paired with its
+// equivalent on the same server.
 package main
 
 import (
@@ -128,15 +130,17 @@ type config struct {
 	search                             bool // search scenarios against their equivalents, on the new server
 	searchHits                         int64
 	summary                            bool // summaries against their statements run alone by pgbench
+	activities                         bool // activity scenarios against their equivalents, on the new server
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
-// BENCH_ASSOC of its business ids.
+// BENCH_ASSOC or BENCH_ACTIVITIES of its business ids (and organization ids).
 type company struct {
 	ID       int64  `json:"companyId"`
 	Key      string `json:"apiKey"`
 	lo, hi   int64
 	blo, bhi int64
+	olo, ohi int64
 }
 
 // result is what one wrk run measured.
@@ -237,7 +241,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 	switch {
 	case cfg.custom:
 		report += customTable(picked, results)
-	case cfg.assoc || cfg.search:
+	case cfg.assoc || cfg.search || cfg.activities:
 		report += assocTable(picked, results)
 	default:
 		report += table(picked, b.names[1], results)
@@ -249,7 +253,7 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 		}
 		report += section
 	}
-	if !cfg.custom && !cfg.assoc && !cfg.search && !cfg.metrics {
+	if !cfg.custom && !cfg.assoc && !cfg.search && !cfg.activities && !cfg.metrics {
 		section, err := neighbourBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.script, b.bases[:len(revs)], b.names[:], b.c, cfg.seconds)
 		if err != nil {
 			return "", fmt.Errorf("neighbour: %w", err)
@@ -329,6 +333,9 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 	case b.cfg.search:
 		b.names = [2]string{"scenario", "equivalent"}
 		fill, b.cfg.searchHits, err = searchPlaceholders(ctx, b.bases[0], &b.c)
+	case b.cfg.activities:
+		b.names = [2]string{"scenario", "equivalent"}
+		fill, err = activityPlaceholders(ctx, dbURL, &b.c)
 	default:
 		return nil
 	}
@@ -494,8 +501,9 @@ func cpuNotes(picked []scenario, results [][2][]result) []string {
 }
 
 // parseConfig reads BENCH_TIME, ROUNDS, BENCH_CONTACTS, BENCH_DIR, BASELINE, BENCH_METRICS,
-// BENCH_CUSTOM, BENCH_ASSOC, BENCH_SEARCH and BENCH_ONLY, and spells the command that sets the same (as `make
-// bench` with what differs from the defaults). BENCH_CUSTOM=1 and BENCH_ASSOC=1 run no import.
+// BENCH_CUSTOM, BENCH_ASSOC, BENCH_SEARCH, BENCH_SUMMARY, BENCH_ACTIVITIES and BENCH_ONLY, and spells
+// the command that sets the same (as `make bench` with what differs from the defaults). The modes but
+// BENCH_METRICS run no import.
 func parseConfig(getenv func(string) string) (config, error) {
 	cfg := config{command: "make bench", scenarios: scenarios}
 	or := func(k, def string) string {
@@ -510,6 +518,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	cfg.metrics, cfg.custom, cfg.assoc = or("BENCH_METRICS", "") == "1", or("BENCH_CUSTOM", "") == "1", or("BENCH_ASSOC", "") == "1"
 	cfg.search = or("BENCH_SEARCH", "") == "1"
 	cfg.summary = or("BENCH_SUMMARY", "") == "1"
+	cfg.activities = or("BENCH_ACTIVITIES", "") == "1"
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -532,7 +541,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.imports, err = strconv.Atoi(or("BENCH_IMPORT", "100000")); err != nil || cfg.imports < 0 {
 		return cfg, fmt.Errorf("BENCH_IMPORT=%q: want a count of contacts, or 0", getenv("BENCH_IMPORT"))
-	} else if cfg.custom || cfg.assoc || cfg.search || cfg.summary {
+	} else if cfg.custom || cfg.assoc || cfg.search || cfg.summary || cfg.activities {
 		cfg.imports = 0
 	}
 	if only := or("BENCH_ONLY", ""); only != "" {
@@ -555,12 +564,16 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_SEARCH=1 compares search scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.summary && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search):
 		return errors.New("BENCH_SUMMARY=1 compares summaries with their statements on this tree: give no BASELINE or other mode")
+	case cfg.activities && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search || cfg.summary):
+		return errors.New("BENCH_ACTIVITIES=1 compares activity scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.custom:
 		cfg.scenarios = customScenarios
 	case cfg.assoc:
 		cfg.scenarios = assocScenarios
 	case cfg.search:
 		cfg.scenarios = searchScenarios
+	case cfg.activities:
+		cfg.scenarios = activityScenarios
 	}
 	return nil
 }
@@ -868,6 +881,8 @@ func (cfg config) loadVersion() int {
 		return loadVersion + assocLoad
 	case cfg.summary:
 		return loadVersion + summaryLoad
+	case cfg.activities:
+		return loadVersion + activitiesLoad
 	}
 	return loadVersion
 }
@@ -891,6 +906,12 @@ func cleanLoad(ctx context.Context, db *sql.DB, cfg config, c company) error {
 			return err
 		}
 		vacuum += ", associations"
+	}
+	if cfg.activities {
+		if err := cleanActivities(ctx, db, cfg.contacts); err != nil {
+			return err
+		}
+		vacuum += ", activities, associations"
 	}
 	_, err = db.ExecContext(ctx, vacuum)
 	return err
@@ -926,7 +947,7 @@ func loadData(ctx context.Context, cfg config, bin, url string) (company, error)
 	}
 	const qIndexes = `SELECT string_agg(pg_get_indexdef(indexrelid), '; '), string_agg(indexrelid::regclass::text, ', ')
 		FROM pg_index WHERE indrelid IN ('contacts'::regclass, 'business'::regclass, 'events'::regclass, 'custom_values'::regclass,
-			'associations'::regclass) AND NOT indisprimary`
+			'associations'::regclass, 'activities'::regclass) AND NOT indisprimary`
 	var indexes, names string
 	if err := db.QueryRowContext(ctx, qIndexes).Scan(&indexes, &names); err != nil {
 		return company{}, err
@@ -979,6 +1000,11 @@ func loadRows(ctx context.Context, db *sql.DB, cfg config, cs []company) error {
 				}
 			}
 		}
+		if cfg.activities && k == 0 {
+			if err := loadActivities(ctx, db, c, cfg.contacts); err != nil {
+				return err
+			}
+		}
 		if !cfg.assoc || k > 0 {
 			continue
 		}
@@ -1016,7 +1042,7 @@ func loadedRange(ctx context.Context, db *sql.DB, cfg config, c company) (compan
 // minutes. docs/scaling.md gives operators the same steps for a bulk import.
 func withoutCountTriggers(ctx context.Context, db *sql.DB, f func() error) error {
 	const qTriggers = `SELECT format('ALTER TABLE %s %%s TRIGGER %I', tgrelid::regclass, tgname) FROM pg_trigger
-		WHERE tgrelid IN ('contacts'::regclass, 'business'::regclass) AND tgfoid::regproc::text LIKE 'count%'`
+		WHERE tgrelid IN ('contacts'::regclass, 'business'::regclass, 'activities'::regclass) AND tgfoid::regproc::text LIKE 'count%'`
 	rows, err := db.QueryContext(ctx, qTriggers)
 	if err != nil {
 		return err
@@ -1045,10 +1071,11 @@ func withoutCountTriggers(ctx context.Context, db *sql.DB, f func() error) error
 	if err := f(); err != nil {
 		return err
 	}
-	const qRecount = `DELETE FROM object_counts WHERE tbl IN ('contacts', 'business');
+	const qRecount = `DELETE FROM object_counts WHERE tbl IN ('contacts', 'business', 'activities');
 		INSERT INTO object_counts (company_id, tbl, stripe, n)
 			SELECT company_id, 'contacts', 0, count(*) FROM contacts GROUP BY company_id
-			UNION ALL SELECT company_id, 'business', 0, count(*) FROM business GROUP BY company_id`
+			UNION ALL SELECT company_id, 'business', 0, count(*) FROM business GROUP BY company_id
+			UNION ALL SELECT company_id, 'activities', 0, count(*) FROM activities GROUP BY company_id`
 	if _, err := db.ExecContext(ctx, qRecount); err != nil {
 		return err
 	}
@@ -1131,7 +1158,8 @@ func runWrk(ctx context.Context, script, base string, c company, s scenario, sec
 		timeout = "30s"
 	}
 	out, err := runCmd(ctx, "", []string{"BENCH_METHOD=" + s.method, "BENCH_PATH=" + s.path, "BENCH_BODY=" + s.body, fmt.Sprint("BENCH_KEYED=", s.keyed),
-		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi), fmt.Sprint("BENCH_BID_LO=", c.blo), fmt.Sprint("BENCH_BID_HI=", c.bhi)},
+		"BENCH_KEY=" + c.Key, fmt.Sprint("BENCH_ID_LO=", c.lo), fmt.Sprint("BENCH_ID_HI=", c.hi), fmt.Sprint("BENCH_BID_LO=", c.blo), fmt.Sprint("BENCH_BID_HI=", c.bhi),
+		fmt.Sprint("BENCH_OID_LO=", c.olo), fmt.Sprint("BENCH_OID_HI=", c.ohi)},
 		"wrk", "-t2", fmt.Sprint("-c", cmp.Or(s.conns, 32)), fmt.Sprint("-d", seconds, "s"), "--timeout", timeout, "--latency", "-s", script, base)
 	if err != nil {
 		return result{}, err
@@ -1220,6 +1248,10 @@ func header(ctx context.Context, cfg config, revs []string, dbURL string) string
 		baseline = "each summary's GROUP BY statement, run alone by pgbench on the same PostgreSQL"
 		data = fmt.Sprintf(" With BENCH_SUMMARY, the first company holds %d business records (not %d).", cfg.contacts, cfg.contacts/businessPerContact)
 		load = fmt.Sprintf("wrk -t2 -c%d against pgbench -c%d -j%d", summaryConns, summaryConns, summaryConns)
+	}
+	if cfg.activities {
+		baseline = "each activity scenario's equivalent, on the same server, in the same company"
+		data = activitiesData(cfg.contacts)
 	}
 	return fmt.Sprintf("# Rolodex load benchmark\n\nThe latest `make bench` (bench/main.go), %s.\n\n"+
 		"- Machine: %d cores, %.1f GiB memory, %s/%s, %s, PostgreSQL %s; shared and noisy: compare ratios.\n"+

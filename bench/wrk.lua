@@ -3,7 +3,8 @@
 --   BENCH_PATH    request path; each "{id}" is replaced by a random id from BENCH_ID_LO..BENCH_ID_HI
 --                 (a contact's), each "{bid}" by one from BENCH_BID_LO..BENCH_BID_HI (a business record's)
 --   BENCH_BODY    request body (JSON); "{rand}" is replaced by a random number, the same in each place,
---                 and "{id}" and "{bid}" as in the path, each place its own
+--                 and "{id}" and "{bid}" as in the path, and "{oid}" by one from BENCH_OID_LO..BENCH_OID_HI
+--                 (an organization's), each place its own
 --   BENCH_KEY     the x-api-key
 --   BENCH_KEYED   "true": each request carries an Idempotency-Key of its own
 -- bench/main.go reads wrk's own report (--latency): Requests/sec, the 99% line and the errors.
@@ -15,16 +16,21 @@ local lo = tonumber(os.getenv("BENCH_ID_LO") or "1")
 local hi = tonumber(os.getenv("BENCH_ID_HI") or "1")
 local blo = tonumber(os.getenv("BENCH_BID_LO") or "1")
 local bhi = tonumber(os.getenv("BENCH_BID_HI") or "1")
+local olo = tonumber(os.getenv("BENCH_OID_LO") or "1")
+local ohi = tonumber(os.getenv("BENCH_OID_HI") or "1")
 local function has(s, placeholder)
   return s ~= nil and s:find(placeholder, 1, true) ~= nil
 end
 local randomPath = has(path, "{id}") or has(path, "{bid}")
-local randomBody = has(body, "{rand}") or has(body, "{id}") or has(body, "{bid}")
+local randomBody = has(body, "{rand}") or has(body, "{id}") or has(body, "{bid}") or has(body, "{oid}")
 local function contactID()
   return tostring(math.random(lo, hi))
 end
 local function businessID()
   return tostring(math.random(blo, bhi))
+end
+local function organizationID()
+  return tostring(math.random(olo, ohi))
 end
 local keyed = os.getenv("BENCH_KEYED") == "true"
 local sent = 0
@@ -68,7 +74,7 @@ function request()
   end
   local b = nil
   if randomBody then
-    b = body:gsub("{rand}", tostring(math.random(1, 1000000000))):gsub("{id}", contactID):gsub("{bid}", businessID)
+    b = body:gsub("{rand}", tostring(math.random(1, 1000000000))):gsub("{id}", contactID):gsub("{bid}", businessID):gsub("{oid}", organizationID)
   end
   if keyed then
     sent = sent + 1

@@ -13,3 +13,8 @@ UPDATE events SET
 
 CREATE INDEX events_about ON events (company_id, about, created_at, id);
 CREATE INDEX events_about_other ON events (company_id, about_other, created_at, id) WHERE about_other IS NOT NULL;
+
+-- The activities of a target (target= on activities, timeline.go) by an index-only walk: a target is
+-- an activity's association without a label. Through associations_b_other, which lacks the label,
+-- each of a business record's 400 activities cost a read of its association's row.
+CREATE INDEX associations_targets ON associations (company_id, b_kind, b_id, a_id) WHERE a_kind = 'activities' AND label = '';
