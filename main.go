@@ -407,6 +407,14 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("GET /v1/currencies", "reference:read", handleList[currency](st, currencies, log))
 	v1("GET /v1/countries", "reference:read", handleList[country](st, countries, log))
 
+	addPlatformRoutes(v1, st, auth, lim, log)
+
+	mux.Handle("/", handleNoRoute(mux))
+}
+
+// addPlatformRoutes adds the routes of what serves integrations rather than a kind of CRM object:
+// custom fields, the events feed, API keys and webhooks (addRoutes's v1).
+func addPlatformRoutes(v1 func(pattern, scope string, h http.Handler), st *store, auth *authenticator, lim limits, log *slog.Logger) {
 	v1("GET /v1/customFields", "customFields:read", handleList[customField](st, customFields, log))
 	v1("GET /v1/customFields/{id}", "customFields:read", handleGet[customField](st, customFields, log))
 	v1("POST /v1/customFields", "customFields:write", handleCreate(st, customFields, createCustomField, log))
@@ -430,8 +438,6 @@ func addRoutes(mux *http.ServeMux, st *store, auth *authenticator, lim limits, l
 	v1("GET /v1/webhooks/{id}/deliveries", "webhooks:read", handleList[delivery](st, deliveries, log))
 	v1("POST /v1/webhooks/{id}/deliveries/{deliveryId}/retry", "webhooks:write", handleWebhookRetry(st, log))
 	v1("POST /v1/webhooks/{id}/rotateSecret", "webhooks:write", handleWebhookRotate(st, log))
-
-	mux.Handle("/", handleNoRoute(mux))
 }
 
 // addActivityRoutes adds the routes of activities (activities.go) with v1, addRoutes's. A write
