@@ -145,7 +145,7 @@ var businessLists = &listSpec{
 	custom:     "business",
 	associates: "business",
 	q:          "title",
-	qDoc:       searchDoc("title"),
+	qDoc:       storedDoc,
 	times: []summaryField{{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"},
 		{name: "deadline", col: "deadline"}, {name: "dateWon", col: "date_won"}},
 	numbers:  []summaryField{{name: "value", col: "value", money: true}},

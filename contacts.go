@@ -147,7 +147,7 @@ var contactLists = &listSpec{
 	// q: name, surname, e-mail or phone contains it. The fields are joined by a newline, which q
 	// cannot hold, so no match spans two fields.
 	q:    `(name || E'\n' || coalesce(surname, '') || E'\n' || coalesce(email, '') || E'\n' || coalesce(phone, ''))`,
-	qDoc: contactDoc,
+	qDoc: storedDoc,
 }
 
 // checkContactRefs returns fieldErrors naming each reference of c that is not an object the company

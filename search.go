@@ -46,20 +46,20 @@ func searchDoc(fields ...string) string {
 	return `search_fold(E'\n' || coalesce(` + strings.Join(fields, `, '') || E'\n' || coalesce(`) + `, '') || E'\n')`
 }
 
-// contactDoc is the document of a contact: its fields, then its phone numbers' digits, which a
-// phone number q is compared with (+34 600-12-34-56 is found by 600123456). Lists' q uses its index.
-var contactDoc = searchDoc("name", "surname", "email", "secondary_email", "phone", "mobile_phone", "dni",
-	"search_digits(phone)", "search_digits(mobile_phone)")
+// storedDoc is the stored document of contacts, business records and organizations (schema/0019):
+// a contact's fields, then its phone numbers' digits, which a phone number q is compared with (+34
+// 600-12-34-56 is found by 600123456). Lists' q uses its index.
+const storedDoc = "search_doc"
 
 // searchKinds are the kinds search finds, in their default order.
 var searchKinds = []*searchKind{
-	{assocKind: contactKind, index: contactDoc, doc: contactDoc, load: searchLoad[contact](contacts), fields: []searchField{
+	{assocKind: contactKind, index: storedDoc, doc: storedDoc, load: searchLoad[contact](contacts), fields: []searchField{
 		{"name", searchDoc("name")}, {"surname", searchDoc("surname")}, {"email", searchDoc("email")},
 		{"secondaryEmail", searchDoc("secondary_email")}, {"phone", searchDoc("phone", "search_digits(phone)")},
 		{"mobilePhone", searchDoc("mobile_phone", "search_digits(mobile_phone)")}, {"dni", searchDoc("dni")}}},
-	{assocKind: businessKind, index: searchDoc("title"), doc: searchDoc("title"), load: searchLoad[business](businesses),
+	{assocKind: businessKind, index: storedDoc, doc: storedDoc, load: searchLoad[business](businesses),
 		fields: []searchField{{"title", searchDoc("title")}}},
-	{assocKind: organizationKind, index: searchDoc("name"), doc: searchDoc("name"), load: searchLoad[organization](organizations),
+	{assocKind: organizationKind, index: storedDoc, doc: storedDoc, load: searchLoad[organization](organizations),
 		fields: []searchField{{"name", searchDoc("name")}}},
 	{assocKind: activityKind, index: searchDoc("subject", "body"), doc: searchDoc("subject"), load: searchLoad[activity](activities),
 		fields: []searchField{{"subject", searchDoc("subject")}}},
