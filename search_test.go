@@ -155,7 +155,8 @@ func TestSearchFindsAnEmailExactly(t *testing.T) {
 }
 
 // TestSearchFindsCustomTextEmailAndURLValues: the custom fields of those types are searched, of
-// every kind; a select's value is not, nor a deleted field's.
+// every kind; a select's value is not, nor a deleted field's. An object found by its fields and its
+// custom values is one hit, of the best class of them.
 func TestSearchFindsCustomTextEmailAndURLValues(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)
@@ -170,12 +171,14 @@ func TestSearchFindsCustomTextEmailAndURLValues(t *testing.T) {
 	nick := newID(t, c.key, "/v1/contacts", `{"name": "A", "custom": {"nick": "Zorro"}}`)
 	backup := newID(t, c.key, "/v1/contacts", `{"name": "B", "custom": {"backup": "zorro@example.com", "tier": "zorro"}}`)
 	both := newID(t, c.key, "/v1/contacts", `{"name": "Zorrito", "custom": {"nick": "el zorro"}}`)
+	twice := newID(t, c.key, "/v1/contacts", `{"name": "Zorrogrande", "custom": {"nick": "zorro"}}`) // one hit, of its best class
 	site := newID(t, c.key, "/v1/organizations", `{"name": "Fox", "custom": {"site": "https://zorro.example/"}}`)
 	act := newID(t, c.key, "/v1/activities", `{"type": "call", "subject": "x", "custom": {"note": "Mr Zorros"}}`)
 	newID(t, c.key, "/v1/contacts", `{"name": "C", "custom": {"tier": "zorro"}}`)
 	deal := newID(t, c.key, "/v1/business", `{"title": "D", "custom": {"old": "zorro"}}`)
 	wantHits(t, c.key, "zorro", "&objects=contacts,organizations,activities,business",
-		fmt.Sprintf("contact %d exact custom.nick", nick), fmt.Sprintf("business %d exact custom.old", deal),
+		fmt.Sprintf("contact %d exact custom.nick", nick), fmt.Sprintf("contact %d exact custom.nick", twice),
+		fmt.Sprintf("business %d exact custom.old", deal),
 		fmt.Sprintf("contact %d prefix custom.backup", backup), fmt.Sprintf("contact %d prefix custom.nick", both),
 		fmt.Sprintf("organization %d prefix custom.site", site), fmt.Sprintf("activity %d prefix custom.note", act))
 	wantHits(t, c.key, "zorrit", "", fmt.Sprintf("contact %d prefix name", both))
