@@ -277,6 +277,9 @@ func (sq *searchQuery) pageSQL() string {
 		}
 		prev = c
 	}
+	if len(parts) == 1 {
+		return parts[0] // a part has its LIMIT $3, and PostgreSQL refuses a second
+	}
 	return strings.Join(parts, "\nUNION ALL\n") + "\nLIMIT $3"
 }
 

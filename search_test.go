@@ -280,6 +280,14 @@ func TestSearchWalksEveryHitOnce(t *testing.T) {
 	if n := countOf(t, c.key, "/v1/search/count?q=walker"); n != int64(len(want)+len(made)) {
 		t.Errorf("count = %d; want %d", n, len(want)+len(made))
 	}
+	// One kind, whose hits are all in the last class: a page after the first has one part to read.
+	got := []string{}
+	for _, h := range walkList[searchHitJSON](t, c.key, "/v1/search", "q=walker&objects=business", 2) {
+		got = append(got, h.brief())
+	}
+	if diff := cmp.Diff(deals, got); diff != "" {
+		t.Errorf("walk of business records (-want +got):\n%s", diff)
+	}
 }
 
 // TestSearchIsFreshAndOfOneCompany: a write is found by the next search; another company's objects
