@@ -227,8 +227,10 @@ const timelineActivitiesSQL = `SELECT 0 AS rank, coalesce(m.was, a.occurred_at) 
 // timelineActivitiesNowSQL is timelineActivitiesSQL where the snapshot is the statement's own, on a
 // walk's first page: an event that snapshot does not see is of a write whose rows it does not see
 // either, so every activity it sees is where its row says, and no event is read. At 1,000,000
-// activities, reading them was half of a page's cost (docs/scaling.md).
-const timelineActivitiesNowSQL = `SELECT 0 AS rank, a.occurred_at AS at, a.id
+// activities, reading them was half of a page's cost (docs/scaling.md). Its places are the target
+// rows' copies (schema/0020), which their index walks newest first, reading an activity (its type)
+// for each place until the page is full.
+const timelineActivitiesNowSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id
 	FROM associations t JOIN activities a ON a.company_id = t.company_id AND a.id = t.a_id
 	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + ` AND a.type = ANY(%[3]s::text[])`
 

@@ -1,0 +1,27 @@
+-- Rolodex schema, version 20: an activity's target rows carry its place (activities.go, timeline.go).
+--
+-- The activities of a target, sorted by occurredAt or dueAt (target= on activities, a timeline's
+-- activities), were read whole and sorted: each of a business record's 400 activities cost a probe
+-- of activities_pkey before a page of 100 was picked. A target row (an association of an activity,
+-- without a label) now holds copies of its activity's occurred_at, due_at and done_at, so that a page
+-- walks the target's rows in its order and stops at its end. The copies are written with the row
+-- (insertAssociations reads them from the activity) and moved with the activity (updateActivity);
+-- the other associations keep them NULL.
+ALTER TABLE associations ADD COLUMN occurred_at timestamptz, ADD COLUMN due_at timestamptz, ADD COLUMN done_at timestamptz;
+
+UPDATE associations t SET occurred_at = a.occurred_at, due_at = a.due_at, done_at = a.done_at
+    FROM activities a
+    WHERE a.company_id = t.company_id AND a.id = t.a_id AND t.a_kind = 'activities' AND t.label = '';
+
+-- The walks, index-only: the sort's keys as list.go writes them (sortField.keys), then the
+-- activity's id; the copies the page's filters read are included. dueAt ascending only (unset last):
+-- a task list's order; -dueAt reads the target's activities whole, as before.
+CREATE INDEX associations_targets_occurred ON associations (company_id, b_kind, b_id, occurred_at, a_id)
+    INCLUDE (due_at, done_at) WHERE a_kind = 'activities' AND label = '';
+CREATE INDEX associations_targets_due ON associations (company_id, b_kind, b_id, (due_at IS NULL), (coalesce(due_at, '-infinity')), a_id)
+    INCLUDE (occurred_at, due_at, done_at) WHERE a_kind = 'activities' AND label = '';
+
+-- An activity's targets (the subquery of its selectSQL) by an index-only scan: with b_id and label
+-- in associations_a, a page of 100 activities no longer reads 100 association rows.
+DROP INDEX associations_a;
+CREATE INDEX associations_a ON associations (company_id, a_kind, a_id, b_kind, id) INCLUDE (b_id, label);
