@@ -335,7 +335,7 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 		fill, b.cfg.searchHits, err = searchPlaceholders(ctx, b.bases[0], &b.c)
 	case b.cfg.activities:
 		b.names = [2]string{"scenario", "equivalent"}
-		fill, err = activityPlaceholders(ctx, dbURL, &b.c)
+		fill, err = activityPlaceholders(ctx, dbURL, b.bases[0], &b.c)
 	default:
 		return nil
 	}
