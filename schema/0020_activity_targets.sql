@@ -32,6 +32,9 @@ CREATE TRIGGER associations_placed BEFORE INSERT OR UPDATE OF occurred_at, due_a
 -- a task list's order; -dueAt reads the target's activities whole, as before.
 CREATE INDEX associations_targets_occurred ON associations (company_id, b_kind, b_id, occurred_at, a_id)
     INCLUDE (due_at, done_at, placed) WHERE a_kind = 'activities' AND label = '';
+-- associations_targets_occurred holds every target row of an object: it serves what
+-- associations_targets (version 18) did, index-only, and takes its place.
+DROP INDEX associations_targets;
 CREATE INDEX associations_targets_due ON associations (company_id, b_kind, b_id, (due_at IS NULL), (coalesce(due_at, '-infinity')), a_id)
     INCLUDE (occurred_at, due_at, done_at) WHERE a_kind = 'activities' AND label = '';
 
