@@ -251,7 +251,7 @@ var activityLists = &listSpec{
 		{name: "updatedAt", col: "updated_at", kind: keyTime},
 	},
 	filters: slices.Concat([]filter{
-		{name: "type", col: "type", kind: filterOneOf, values: activityTypes},
+		{name: "type", col: "type", kind: filterOneOf, values: activityTypes, copied: true},
 		{name: "userOwnerId", col: "user_owner_id"},
 		{name: "done", col: "(done_at IS NOT NULL)", kind: filterBool, copied: true},
 		{name: "target", col: "activities", kind: filterTarget},
@@ -435,19 +435,19 @@ func updateActivity(ctx context.Context, tx *tx, t tenant, id int64, p patch) (a
 	if err := saveCustom(ctx, tx, t.companyID, id, &a.Custom); err != nil {
 		return a, err
 	}
-	if moved(old, a) { // its target rows' copies of its place (schema/0020), with the next round trip
-		const q = `UPDATE associations SET occurred_at = $3, due_at = $4, done_at = $5
+	if moved(old, a) { // its target rows' copies of its place and type (schema/0020), with the next round trip
+		const q = `UPDATE associations SET occurred_at = $3, due_at = $4, done_at = $5, type = $6
 			WHERE company_id = $1 AND a_id = $2 AND ` + targetsSQL
-		tx.queue(q, t.companyID, id, a.OccurredAt, a.DueAt, a.DoneAt)
+		tx.queue(q, t.companyID, id, a.OccurredAt, a.DueAt, a.DoneAt, a.Type)
 	}
 	recordEvent(ctx, tx, t.companyID, "activity.updated", a.appendJSON(nil), old.appendJSON(nil))
 	return a, saveTargets(ctx, tx, t.companyID, id, removed, added)
 }
 
-// moved reports whether b's place differs from a's: the columns its target rows copy.
+// moved reports whether b's place or type differs from a's: the columns its target rows copy.
 func moved(a, b activity) bool {
 	same := func(x, y pgtype.Timestamptz) bool { return x.Valid == y.Valid && x.Time.Equal(y.Time) }
-	return !same(a.OccurredAt, b.OccurredAt) || !same(a.DueAt, b.DueAt) || !same(a.DoneAt, b.DoneAt)
+	return !same(a.OccurredAt, b.OccurredAt) || !same(a.DueAt, b.DueAt) || !same(a.DoneAt, b.DoneAt) || a.Type != b.Type
 }
 
 // saveTargets deletes the associations of the company's activity id with removed and makes those

@@ -383,8 +383,8 @@ func TestActivityCustomFieldsAndIdempotency(t *testing.T) {
 }
 
 // A target's pages sorted by occurredAt or dueAt, and its timeline's first page, walk the target
-// rows' copies of each activity's place (schema/0020): they follow an activity through a PATCH of
-// its place or its targets, a target made through the associations API, and a merge of its target.
+// rows' copies of each activity's place and type (schema/0020): they follow an activity through a
+// PATCH of its place, type or targets, a target made through the associations API, and a merge of its target.
 // Each page equals the company's list with the same query, less the activities of other targets.
 func TestTargetPagesFollowTheirActivities(t *testing.T) {
 	t.Parallel()
@@ -404,16 +404,18 @@ func TestTargetPagesFollowTheirActivities(t *testing.T) {
 		a1: `{"occurredAt": "2030-01-09T00:00:00Z", "dueAt": null}`,
 		a2: `{"dueAt": "2030-01-15T00:00:00Z", "doneAt": "2030-01-16T00:00:00Z"}`,
 		a3: `{"doneAt": "2030-01-04T00:00:00Z", "occurredAt": "2029-12-31T00:00:00Z"}`,
+		a4: `{"type": "call"}`,
 		a6: fmt.Sprintf(`{"targets": [{"object": "business", "id": %d}]}`, deal),
 	} {
 		wantStatus(t, call(t, "PATCH", itemPath("/v1/activities", id), c.key, body), http.StatusOK)
 	}
+	wantStatus(t, call(t, "PATCH", itemPath("/v1/activities", a1), c.key, `{"type": "call"}`), http.StatusOK) // its type alone
 	wantStatus(t, call(t, "PUT", fmt.Sprintf("/v1/contacts/%d/associations/activities/%d", ana, a5), c.key, ""), http.StatusCreated)
 	merge(t, c.key, itemPath("/v1/contacts", ana), fmt.Sprintf(`{"mergeIds": ["%d"]}`, bea))
 	anas := []int64{a1, a2, a3, a4, a5}
 	for _, q := range []string{"sort=occurredAt", "sort=-occurredAt", "sort=dueAt", "sort=dueAt&done=false", "sort=-dueAt",
 		"sort=occurredAt&dueAt[gte]=2030-02-01T00:00:00Z", "sort=-occurredAt&occurredAt[lt]=2030-01-05T00:00:00Z&done=false",
-		"sort=dueAt&done=true&occurredAt[gt]=2029-01-01T00:00:00Z"} {
+		"sort=dueAt&done=true&occurredAt[gt]=2029-01-01T00:00:00Z", "sort=occurredAt&type=task", "sort=dueAt&type=call,note"} {
 		want := slices.DeleteFunc(activityIDs(t, c.key, q), func(id int64) bool { return !slices.Contains(anas, id) })
 		if diff := cmp.Diff(want, activityIDs(t, c.key, q+fmt.Sprintf("&target=contact:%d", ana))); diff != "" {
 			t.Errorf("GET /v1/activities?%s&target=contact:Ana (-want +got):\n%s", q, diff)
@@ -425,5 +427,9 @@ func TestTargetPagesFollowTheirActivities(t *testing.T) {
 	}
 	if want := []int64{a1, a5, a4, a2, a3}; !slices.Equal(timeline, want) {
 		t.Errorf("Ana's timeline: activities %v; want %v", timeline, want)
+	}
+	calls := listPage[obj](t, c.key, fmt.Sprintf("/v1/contacts/%d/timeline?type=call", ana)).Data
+	if len(calls) != 2 || obj(calls[0]["activity"].(map[string]any)).id() != a1 || obj(calls[1]["activity"].(map[string]any)).id() != a4 {
+		t.Errorf("Ana's timeline of calls = %v; want activities %d and %d", calls, a1, a4)
 	}
 }

@@ -213,27 +213,25 @@ func (tq *timelineQuery) cursor(key []byte, companyID int64, k timelineKey) stri
 // The places (rank, at, id) of the activities that target the object of kind %[1]s and id %[2]s, of
 // the types %[3]s, as of the snapshot %[4]s, are in two parts, by whether the snapshot saw the
 // transaction that last wrote the target row's copy of its place (placed, schema/0020). When it did,
-// the activity is where the copy says: timelinePlacedSQL, a walk of the copies newest first through
-// their index that reads an activity (its type) for each until the page is full. When it did not, the
+// the activity is where the copy says: timelinePlacedSQL, a walk of the copies (with the type's)
+// newest first through their index, index-only, until the page is full. When it did not, the
 // activity moved, or it or its target is new, since: timelineMovedSQL, from its events (an activity
 // with an activity.created event the snapshot did not see is not there yet; one with a later
 // activity.updated that changed occurredAt is where that event's previousAttributes says it was). A
 // first page's snapshot is its statement's own, which sees every row it reads placed: it has no moved
 // part, and reads no event. Read whole, a record's 400 activities were most of a page's cost.
-const timelinePlacedSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id
-	FROM associations t JOIN activities a ON a.company_id = t.company_id AND a.id = t.a_id
+const timelinePlacedSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id FROM associations t
 	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + `
-		AND pg_visible_in_snapshot(t.placed, %[4]s) AND a.type = ANY(%[3]s::text[])`
+		AND pg_visible_in_snapshot(t.placed, %[4]s) AND t.type = ANY(%[3]s::text[])`
 
 const timelineMovedSQL = `SELECT 0 AS rank, coalesce(m.was, t.occurred_at) AS at, t.a_id AS id
-	FROM associations t JOIN activities a ON a.company_id = t.company_id AND a.id = t.a_id
-	LEFT JOIN LATERAL (
+	FROM associations t LEFT JOIN LATERAL (
 		SELECT e.type, (e.previous::json ->> 'occurredAt')::timestamptz AS was FROM events e
-		WHERE e.company_id = $1 AND e.about = 'activity:' || a.id AND NOT pg_visible_in_snapshot(e.xid, %[4]s)
+		WHERE e.company_id = $1 AND e.about = 'activity:' || t.a_id AND NOT pg_visible_in_snapshot(e.xid, %[4]s)
 			AND (e.type = 'activity.created' OR e.type = 'activity.updated' AND e.previous::json -> 'occurredAt' IS NOT NULL)
 		ORDER BY e.id LIMIT 1) m ON true
 	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + `
-		AND NOT pg_visible_in_snapshot(t.placed, %[4]s) AND a.type = ANY(%[3]s::text[]) AND m.type IS DISTINCT FROM 'activity.created'`
+		AND NOT pg_visible_in_snapshot(t.placed, %[4]s) AND t.type = ANY(%[3]s::text[]) AND m.type IS DISTINCT FROM 'activity.created'`
 
 // timelineEventsSQL is the SELECT of the places of the events whose column %[1]s (about or
 // about_other) is the object %[2]s, of the types %[3]s, that the snapshot %[4]s saw, of the kinds of

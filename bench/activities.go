@@ -63,11 +63,11 @@ var activitiesSQL = []string{
 	 FROM generate_series(1, $2) AS g, u, LATERAL (SELECT (ARRAY['note', 'task', 'call', 'meeting', 'email'])[1 + g % 5] AS type,
 	     timestamptz '2025-01-01' + g * interval '30 s' AS at) AS t
 	 ORDER BY g`,
-	`WITH a AS (SELECT id, created_at, occurred_at, due_at, done_at, row_number() OVER (ORDER BY id) AS g FROM activities WHERE company_id = $1),
+	`WITH a AS (SELECT id, created_at, occurred_at, due_at, done_at, type, row_number() OVER (ORDER BY id) AS g FROM activities WHERE company_id = $1),
 	      b AS (SELECT min(id) AS lo FROM business WHERE company_id = $1),
 	      c AS (SELECT min(id) AS lo FROM contacts WHERE company_id = $1)
-	 INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, created_at, occurred_at, due_at, done_at)
-	 SELECT $1, 'activities', a.id, e.kind, e.id, a.created_at, a.occurred_at, a.due_at, a.done_at
+	 INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, created_at, occurred_at, due_at, done_at, type)
+	 SELECT $1, 'activities', a.id, e.kind, e.id, a.created_at, a.occurred_at, a.due_at, a.done_at, a.type
 	 FROM a, b, c, LATERAL (VALUES (1, 'business', b.lo + a.g % $3), (2, 'contacts', CASE WHEN a.g % 2 = 1 THEN c.lo + (a.g - 1) % $2 END)) AS e (n, kind, id)
 	 WHERE e.id IS NOT NULL ORDER BY a.id, e.n`,
 	`WITH t AS (SELECT a_id, json_agg(json_build_object('object', CASE b_kind WHEN 'contacts' THEN 'contact' ELSE b_kind END,

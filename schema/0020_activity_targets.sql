@@ -3,7 +3,7 @@
 -- The activities of a target, sorted by occurredAt or dueAt (target= on activities, a timeline's
 -- activities), were read whole and sorted: each of a business record's 400 activities cost a probe
 -- of activities_pkey before a page of 100 was picked. A target row (an association of an activity,
--- without a label) now holds copies of its activity's occurred_at, due_at and done_at, so that a page
+-- without a label) now holds copies of its activity's occurred_at, due_at, done_at and type, so that a page
 -- walks the target's rows in its order and stops at its end. The copies are written with the row
 -- (insertAssociations reads them from the activity) and moved with the activity (updateActivity);
 -- the other associations keep them NULL.
@@ -12,9 +12,9 @@
 -- with its snapshot (timeline.go). A trigger sets it, so that on Citus it is the worker's, as
 -- events.xid is (schema/0010). The rows copied here are older than every snapshot: '3'.
 ALTER TABLE associations ADD COLUMN occurred_at timestamptz, ADD COLUMN due_at timestamptz, ADD COLUMN done_at timestamptz,
-    ADD COLUMN placed xid8;
+    ADD COLUMN type text, ADD COLUMN placed xid8;
 
-UPDATE associations t SET occurred_at = a.occurred_at, due_at = a.due_at, done_at = a.done_at, placed = '3'
+UPDATE associations t SET occurred_at = a.occurred_at, due_at = a.due_at, done_at = a.done_at, type = a.type, placed = '3'
     FROM activities a
     WHERE a.company_id = t.company_id AND a.id = t.a_id AND t.a_kind = 'activities' AND t.label = '';
 
@@ -31,12 +31,12 @@ CREATE TRIGGER associations_placed BEFORE INSERT OR UPDATE OF occurred_at, due_a
 -- activity's id; the copies the page's filters read are included. dueAt ascending only (unset last):
 -- a task list's order; -dueAt reads the target's activities whole, as before.
 CREATE INDEX associations_targets_occurred ON associations (company_id, b_kind, b_id, occurred_at, a_id)
-    INCLUDE (due_at, done_at, placed) WHERE a_kind = 'activities' AND label = '';
+    INCLUDE (type, due_at, done_at, placed) WHERE a_kind = 'activities' AND label = '';
 -- associations_targets_occurred holds every target row of an object: it serves what
 -- associations_targets (version 18) did, index-only, and takes its place.
 DROP INDEX associations_targets;
 CREATE INDEX associations_targets_due ON associations (company_id, b_kind, b_id, (due_at IS NULL), (coalesce(due_at, '-infinity')), a_id)
-    INCLUDE (occurred_at, due_at, done_at) WHERE a_kind = 'activities' AND label = '';
+    INCLUDE (type, occurred_at, due_at, done_at) WHERE a_kind = 'activities' AND label = '';
 
 -- An activity's targets (the subquery of its selectSQL) by an index-only scan: with b_id and label
 -- in associations_a, a page of 100 activities no longer reads 100 association rows.
