@@ -123,20 +123,32 @@ type targets struct {
 	rel  *related
 }
 
-// ScanText reads the targets column of selectSQL: "contacts:12,business:7", or NULL for none.
+// ScanText reads the targets column of selectSQL, each target after its association's id, in any
+// order: "51:contacts:12,50:business:7", or NULL for none. It puts them in their associations' order.
 func (ts *targets) ScanText(v pgtype.Text) error {
 	ts.list = nil
 	if !v.Valid {
 		return nil
 	}
+	type made struct {
+		assoc int64
+		target
+	}
+	var all []made
 	for s := range strings.SplitSeq(v.String, ",") {
-		path, idText, _ := strings.Cut(s, ":")
-		id, err := strconv.ParseInt(idText, 10, 64)
+		assocText, rest, _ := strings.Cut(s, ":")
+		path, idText, _ := strings.Cut(rest, ":")
+		assoc, err1 := strconv.ParseInt(assocText, 10, 64)
+		id, err2 := strconv.ParseInt(idText, 10, 64)
 		k := kindOf(path)
-		if err != nil || k == nil {
+		if err1 != nil || err2 != nil || k == nil {
 			return fmt.Errorf("activity target %q", s)
 		}
-		ts.list = append(ts.list, target{k, id})
+		all = append(all, made{assoc, target{k, id}})
+	}
+	slices.SortFunc(all, func(x, y made) int { return cmp.Compare(x.assoc, y.assoc) })
+	for _, m := range all {
+		ts.list = append(ts.list, m.target)
 	}
 	return nil
 }
@@ -220,7 +232,7 @@ var activities = &resource{
 	table: "activities",
 	selectSQL: `SELECT id, type, subject, body, occurred_at, due_at, done_at, duration_seconds, user_owner_id,
 		user_creator_id, created_at, updated_at, version, ` + customColumns("activities", "activity") + `,
-		(SELECT string_agg(t.b_kind || ':' || t.b_id, ',' ORDER BY t.id) FROM associations t
+		(SELECT string_agg(t.id || ':' || t.b_kind || ':' || t.b_id, ',') FROM associations t
 			WHERE t.company_id = $1 AND t.a_id = activities.id AND t.` + targetsSQL + `)
 		FROM activities WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM activities WHERE company_id = $1`,
@@ -233,17 +245,17 @@ var activities = &resource{
 // schema/0017_activities.sql has an index for each sort and filter.
 var activityLists = &listSpec{
 	sorts: []sortField{
-		{name: "occurredAt", col: "occurred_at", kind: keyTime},
-		{name: "dueAt", col: "due_at", kind: keyTime, nullable: true},
+		{name: "occurredAt", col: "occurred_at", kind: keyTime, copied: true},
+		{name: "dueAt", col: "due_at", kind: keyTime, nullable: true, copied: true},
 		{name: "createdAt", col: "created_at", kind: keyTime},
 		{name: "updatedAt", col: "updated_at", kind: keyTime},
 	},
 	filters: slices.Concat([]filter{
-		{name: "type", col: "type", kind: filterOneOf, values: activityTypes},
+		{name: "type", col: "type", kind: filterOneOf, values: activityTypes, copied: true},
 		{name: "userOwnerId", col: "user_owner_id"},
-		{name: "done", col: "(done_at IS NOT NULL)", kind: filterBool},
+		{name: "done", col: "(done_at IS NOT NULL)", kind: filterBool, copied: true},
 		{name: "target", col: "activities", kind: filterTarget},
-	}, timeRange("occurredAt", "occurred_at"), timeRange("dueAt", "due_at")),
+	}, copied(timeRange("occurredAt", "occurred_at")), copied(timeRange("dueAt", "due_at"))),
 	ranges:     true,
 	custom:     "activity",
 	associates: "activities",
@@ -252,6 +264,14 @@ var activityLists = &listSpec{
 	times: []summaryField{{name: "occurredAt", col: "occurred_at"}, {name: "dueAt", col: "due_at"}, {name: "doneAt", col: "done_at"},
 		{name: "createdAt", col: "created_at"}, {name: "updatedAt", col: "updated_at"}},
 	numbers: []summaryField{{name: "durationSeconds", col: "duration_seconds"}},
+}
+
+// copied marks filters whose column an activity's target rows copy (schema/0020).
+func copied(fs []filter) []filter {
+	for i := range fs {
+		fs[i].copied = true
+	}
+	return fs
 }
 
 // activityExpansions: the users, and expand[]=targets, the targets' objects, read by kind.
@@ -267,6 +287,44 @@ var activityExpansions = []expansion{
 // is %s ("= $2", "= ANY($2)").
 func targetIDsSQL(kind string) string {
 	return `SELECT b_id FROM associations WHERE company_id = $1 AND ` + targetsSQL + ` AND a_id %s AND b_kind = '` + kind + `'`
+}
+
+// targetPageSQL returns the statement maker of a page of activities filtered by target (lq.conds[i];
+// walk: its condition on associations) in an order their target rows copy (schema/0020): a walk of
+// the target's rows in that order through their index, checking the filters the copies answer, each
+// activity then read by its key with the list's other filters; it stops at the page's end. Read
+// whole and sorted, the first 100 of a business record's 200 open tasks (of 400 activities) probed
+// activities_pkey 400 times (docs/scaling.md has the pages' rates).
+func (lq *listQuery) targetPageSQL(i int, walk string) func(string, int64) (string, []any) {
+	return func(base string, companyID int64) (string, []any) {
+		args := append([]any{companyID}, lq.args...)
+		dir := ""
+		if lq.desc {
+			dir = " DESC"
+		}
+		cols, outer := "a_id", ""
+		for j, k := range lq.sort.keys(lq.desc) {
+			cols += fmt.Sprintf(", %s AS k%d", k, j)
+			outer += fmt.Sprintf("w.k%d%s, ", j, dir)
+		}
+		where := "company_id = $1 AND " + walk + " AND label = ''"
+		for _, c := range lq.copied {
+			where += " AND " + c
+		}
+		after, order := lq.seek("a_id", &args)
+		if after != "" {
+			where += " AND " + after
+		}
+		object := base + " AND id = w.a_id"
+		for j, c := range lq.conds {
+			if j != i {
+				object += " AND " + c
+			}
+		}
+		args = append(args, lq.limit+1)
+		return `SELECT x.* FROM (SELECT ` + cols + ` FROM associations WHERE ` + where + ` ORDER BY ` + order + `) AS w
+			CROSS JOIN LATERAL (` + object + `) AS x ORDER BY ` + outer + `w.a_id` + dir + ` LIMIT $` + strconv.Itoa(len(args)), args
+	}
 }
 
 // checkActivity returns the fieldErrors of a that span its fields (a note needs a body, others a
@@ -377,8 +435,19 @@ func updateActivity(ctx context.Context, tx *tx, t tenant, id int64, p patch) (a
 	if err := saveCustom(ctx, tx, t.companyID, id, &a.Custom); err != nil {
 		return a, err
 	}
+	if moved(old, a) { // its target rows' copies of its place and type (schema/0020), with the next round trip
+		const q = `UPDATE associations SET occurred_at = $3, due_at = $4, done_at = $5, type = $6
+			WHERE company_id = $1 AND a_id = $2 AND ` + targetsSQL
+		tx.queue(q, t.companyID, id, a.OccurredAt, a.DueAt, a.DoneAt, a.Type)
+	}
 	recordEvent(ctx, tx, t.companyID, "activity.updated", a.appendJSON(nil), old.appendJSON(nil))
 	return a, saveTargets(ctx, tx, t.companyID, id, removed, added)
+}
+
+// moved reports whether b's place or type differs from a's: the columns its target rows copy.
+func moved(a, b activity) bool {
+	same := func(x, y pgtype.Timestamptz) bool { return x.Valid == y.Valid && x.Time.Equal(y.Time) }
+	return !same(a.OccurredAt, b.OccurredAt) || !same(a.DueAt, b.DueAt) || !same(a.DoneAt, b.DoneAt) || a.Type != b.Type
 }
 
 // saveTargets deletes the associations of the company's activity id with removed and makes those

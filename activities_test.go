@@ -381,3 +381,55 @@ func TestActivityCustomFieldsAndIdempotency(t *testing.T) {
 		t.Errorf("count = %d; want 2", n)
 	}
 }
+
+// A target's pages sorted by occurredAt or dueAt, and its timeline's first page, walk the target
+// rows' copies of each activity's place and type (schema/0020): they follow an activity through a
+// PATCH of its place, type or targets, a target made through the associations API, and a merge of its target.
+// Each page equals the company's list with the same query, less the activities of other targets.
+func TestTargetPagesFollowTheirActivities(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	ana := mustCreate(t, c.key, "/v1/contacts", `{"name": "Ana"}`)
+	bea := mustCreate(t, c.key, "/v1/contacts", `{"name": "Bea"}`)
+	deal := mustCreate(t, c.key, "/v1/business", `{"title": "Deal"}`)
+	task := func(day int, due string, kind string, id int64) int64 {
+		return mustCreate(t, c.key, "/v1/activities", fmt.Sprintf(`{"type": "task", "subject": "T%d",
+			"occurredAt": "2030-01-%02dT00:00:00Z", "dueAt": %s, "targets": [{"object": "%s", "id": %d}]}`, day, day, due, kind, id))
+	}
+	a1, a2 := task(1, `"2030-03-01T00:00:00Z"`, "contact", ana), task(2, `null`, "contact", ana)
+	a3, a4 := task(3, `"2030-02-01T00:00:00Z"`, "contact", ana), task(4, `"2030-02-01T00:00:00Z"`, "contact", bea)
+	a5, a6 := task(5, `"2030-04-01T00:00:00Z"`, "business", deal), task(6, `"2030-01-20T00:00:00Z"`, "contact", ana)
+	task(7, `"2030-01-01T00:00:00Z"`, "business", deal) // never Ana's
+	for id, body := range map[int64]string{
+		a1: `{"occurredAt": "2030-01-09T00:00:00Z", "dueAt": null}`,
+		a2: `{"dueAt": "2030-01-15T00:00:00Z", "doneAt": "2030-01-16T00:00:00Z"}`,
+		a3: `{"doneAt": "2030-01-04T00:00:00Z", "occurredAt": "2029-12-31T00:00:00Z"}`,
+		a4: `{"type": "call"}`,
+		a6: fmt.Sprintf(`{"targets": [{"object": "business", "id": %d}]}`, deal),
+	} {
+		wantStatus(t, call(t, "PATCH", itemPath("/v1/activities", id), c.key, body), http.StatusOK)
+	}
+	wantStatus(t, call(t, "PATCH", itemPath("/v1/activities", a1), c.key, `{"type": "call"}`), http.StatusOK) // its type alone
+	wantStatus(t, call(t, "PUT", fmt.Sprintf("/v1/contacts/%d/associations/activities/%d", ana, a5), c.key, ""), http.StatusCreated)
+	merge(t, c.key, itemPath("/v1/contacts", ana), fmt.Sprintf(`{"mergeIds": ["%d"]}`, bea))
+	anas := []int64{a1, a2, a3, a4, a5}
+	for _, q := range []string{"sort=occurredAt", "sort=-occurredAt", "sort=dueAt", "sort=dueAt&done=false", "sort=-dueAt",
+		"sort=occurredAt&dueAt[gte]=2030-02-01T00:00:00Z", "sort=-occurredAt&occurredAt[lt]=2030-01-05T00:00:00Z&done=false",
+		"sort=dueAt&done=true&occurredAt[gt]=2029-01-01T00:00:00Z", "sort=occurredAt&type=task", "sort=dueAt&type=call,note"} {
+		want := slices.DeleteFunc(activityIDs(t, c.key, q), func(id int64) bool { return !slices.Contains(anas, id) })
+		if diff := cmp.Diff(want, activityIDs(t, c.key, q+fmt.Sprintf("&target=contact:%d", ana))); diff != "" {
+			t.Errorf("GET /v1/activities?%s&target=contact:Ana (-want +got):\n%s", q, diff)
+		}
+	}
+	var timeline []int64
+	for _, e := range listPage[obj](t, c.key, fmt.Sprintf("/v1/contacts/%d/timeline?kind=activity", ana)).Data {
+		timeline = append(timeline, obj(e["activity"].(map[string]any)).id())
+	}
+	if want := []int64{a1, a5, a4, a2, a3}; !slices.Equal(timeline, want) {
+		t.Errorf("Ana's timeline: activities %v; want %v", timeline, want)
+	}
+	calls := listPage[obj](t, c.key, fmt.Sprintf("/v1/contacts/%d/timeline?type=call", ana)).Data
+	if len(calls) != 2 || obj(calls[0]["activity"].(map[string]any)).id() != a1 || obj(calls[1]["activity"].(map[string]any)).id() != a4 {
+		t.Errorf("Ana's timeline of calls = %v; want activities %d and %d", calls, a1, a4)
+	}
+}

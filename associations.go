@@ -206,9 +206,14 @@ func createAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 	return nil
 }
 
-// insertAssociations stores the rows of assocRows.args that are not there, and returns those it stored.
-const insertAssociations = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, label)
-	SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
+// insertAssociations stores the rows of assocRows.args that are not there, in their order, and returns
+// those it stored. An activity's target (no label) holds copies of the activity's place and type
+// (schema/0020).
+const insertAssociations = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, label, occurred_at, due_at, done_at, type)
+	SELECT $1, r.a_kind, r.a_id, r.b_kind, r.b_id, r.label, a.occurred_at, a.due_at, a.done_at, a.type
+	FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]) WITH ORDINALITY AS r (a_kind, a_id, b_kind, b_id, label, n)
+	LEFT JOIN activities a ON r.a_kind = 'activities' AND r.label = '' AND a.company_id = $1 AND a.id = r.a_id
+	ORDER BY r.n
 	ON CONFLICT (company_id, a_kind, a_id, b_kind, b_id, label) DO NOTHING
 	RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
 

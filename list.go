@@ -44,6 +44,7 @@ type sortField struct {
 	col      string // its column: "created_at"
 	kind     keyKind
 	nullable bool
+	copied   bool // an activity's target rows copy its column (schema/0020): a target's page walks them
 }
 
 // byID is the default order, and the only one of lists that take no sort parameter.
@@ -112,6 +113,7 @@ type filter struct {
 	op     string   // filterTime: the comparison
 	values []string // filterOneOf: what it may be
 	doc    string   // filterText: the search document whose index finds what may contain it
+	copied bool     // an activity's target rows copy its column (schema/0020): a target's page checks them
 }
 
 // listSpec is what one resource's lists allow.
@@ -183,6 +185,7 @@ type listQuery struct {
 	sort        *sortField
 	desc        bool
 	conds       []string // SQL conditions on the spec's columns; their values are args ($2 on: $1 is the company)
+	copied      []string // those of conds whose columns an activity's target rows copy (filter.copied)
 	args        []any
 	binding     string // the sort and the filters as sent, quoted: a cursor is valid only for the same
 	after       *cursorPos
@@ -310,6 +313,9 @@ func (lq *listQuery) addFilter(f filter, v string) *apiError {
 			lq.where(f.col+" = ANY(%s::bigint[])", ids)
 		}
 	}
+	if f.copied {
+		lq.copied = append(lq.copied, lq.conds[len(lq.conds)-1])
+	}
 	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
@@ -342,6 +348,9 @@ func (lq *listQuery) addTarget(f filter, v string) *apiError {
 	}
 	cond, other := endSQL(k, kindOf(f.col), "%s")
 	lq.where("id IN (SELECT "+other+" FROM associations WHERE company_id = $1 AND "+cond+" AND label = '')", id)
+	if lq.pageSQL == nil && lq.sort.copied && !(lq.sort.nullable && lq.desc) { // schema/0020 indexes these walks
+		lq.pageSQL = lq.targetPageSQL(len(lq.conds)-1, fmt.Sprintf(cond, "$"+strconv.Itoa(len(lq.args)+1)))
+	}
 	lq.binding += f.name + "=" + strconv.Quote(v) + "\n"
 	return nil
 }
@@ -354,17 +363,28 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 		return lq.pageSQL(base, companyID)
 	}
 	q, args := lq.countSQL(base, companyID)
-	param := func(v any, cast string) string { // the placeholder of a new argument v
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args)) + cast
+	after, order := lq.seek("id", &args)
+	if after != "" {
+		q += " AND " + after
 	}
-	keys := append(lq.sort.keys(lq.desc), "id")
+	args = append(args, lq.limit+1)
+	return q + " ORDER BY " + order + " LIMIT $" + strconv.Itoa(len(args)), args
+}
+
+// seek returns the condition that a row comes after the cursor, in the list's order of its sort's
+// keys and then its column id ("": the first page), and that ORDER BY. It adds the cursor's values to
+// args.
+func (lq *listQuery) seek(id string, args *[]any) (after, order string) {
+	param := func(v any, cast string) string { // the placeholder of a new argument v
+		*args = append(*args, v)
+		return "$" + strconv.Itoa(len(*args)) + cast
+	}
+	keys := append(lq.sort.keys(lq.desc), id)
 	dir, cmp := "", " > "
 	if lq.desc {
 		dir, cmp = " DESC", " < "
 	}
-	if lq.after != nil {
-		a := lq.after
+	if a := lq.after; a != nil {
 		var vals []string
 		if !lq.sort.isID() {
 			if lq.sort.nullable {
@@ -373,10 +393,9 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 			vals = append(vals, param(a.arg(lq.sort.kind), "::text::"+keyTypes[lq.sort.kind].sql))
 		}
 		vals = append(vals, param(a.id, "::bigint"))
-		q += " AND (" + strings.Join(keys, ", ") + ")" + cmp + "(" + strings.Join(vals, ", ") + ")"
+		after = "(" + strings.Join(keys, ", ") + ")" + cmp + "(" + strings.Join(vals, ", ") + ")"
 	}
-	q += " ORDER BY " + strings.Join(keys, dir+", ") + dir + " LIMIT " + param(lq.limit+1, "")
-	return q, args
+	return after, strings.Join(keys, dir+", ") + dir
 }
 
 // countSQL returns the statement that counts what the list would walk: base ("SELECT count(*) FROM t

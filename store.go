@@ -560,6 +560,10 @@ func (s *store) applyMigration(ctx context.Context, m migration) (applied bool, 
 	const record = `INSERT INTO schema_migrations (version, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 	err = s.withConn(ctx, func(c *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			// A migration rewrites what is there, minutes of work at a million rows: no -statement-timeout.
+			if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+				return err
+			}
 			// The lock comes first: CREATE TABLE IF NOT EXISTS can fail when another transaction runs it too.
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
@@ -47,6 +48,46 @@ func TestMigrateIsIdempotentAndSafeConcurrently(t *testing.T) {
 	}
 	if again, err := st.migrate(ctx); err != nil || len(again) != 0 {
 		t.Errorf("third migrate = %v, %v; want nothing applied", again, err)
+	}
+	if v, err := st.schemaVersion(ctx); err != nil || v != latestSchemaVersion() {
+		t.Errorf("schemaVersion = %d, %v; want %d", v, err, latestSchemaVersion())
+	}
+}
+
+// A migration is not held to the statement timeout, as one takes minutes at a million rows: here it
+// waits for the migration lock, held elsewhere, for longer than the timeout, and then applies.
+func TestMigrateOutlastsTheStatementTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := freshDatabase(t)
+	st, err := openStore(dbConfig{url: dbURL, maxConns: 2, statementTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := st.migrate(ctx); done <- err }()
+	const waiting = `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+		WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`
+	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
+		if err := holder.QueryRow(ctx, waiting).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // three timeouts
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrationLock); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("migrate after waiting for the lock: %v", err)
 	}
 	if v, err := st.schemaVersion(ctx); err != nil || v != latestSchemaVersion() {
 		t.Errorf("schemaVersion = %d, %v; want %d", v, err, latestSchemaVersion())

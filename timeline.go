@@ -210,27 +210,28 @@ func (tq *timelineQuery) cursor(key []byte, companyID int64, k timelineKey) stri
 	return sealCursor(key, tq.scope(companyID), []uint64{uint64(k.at.UnixMicro() + atOffset), uint64(k.rank), uint64(k.id)}, k.snapshot)
 }
 
-// timelineActivitiesSQL is the SELECT of the places (rank, at, id) of the activities that target the
-// object of kind %[1]s and id %[2]s, of the types %[3]s, as of the snapshot %[4]s: an activity with
-// an activity.created event the snapshot did not see is not there yet; one with a later
-// activity.updated that changed occurredAt is where that event's previousAttributes says it was.
-const timelineActivitiesSQL = `SELECT 0 AS rank, coalesce(m.was, a.occurred_at) AS at, a.id
-	FROM associations t JOIN activities a ON a.company_id = t.company_id AND a.id = t.a_id
-	LEFT JOIN LATERAL (
+// The places (rank, at, id) of the activities that target the object of kind %[1]s and id %[2]s, of
+// the types %[3]s, as of the snapshot %[4]s, are in two parts, by whether the snapshot saw the
+// transaction that last wrote the target row's copy of its place (placed, schema/0020). When it did,
+// the activity is where the copy says: timelinePlacedSQL, a walk of the copies (with the type's)
+// newest first through their index, index-only, until the page is full. When it did not, the
+// activity moved, or it or its target is new, since: timelineMovedSQL, from its events (an activity
+// with an activity.created event the snapshot did not see is not there yet; one with a later
+// activity.updated that changed occurredAt is where that event's previousAttributes says it was). A
+// first page's snapshot is its statement's own, which sees every row it reads placed: it has no moved
+// part, and reads no event. Read whole, a record's 400 activities were most of a page's cost.
+const timelinePlacedSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id FROM associations t
+	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + `
+		AND pg_visible_in_snapshot(t.placed, %[4]s) AND t.type = ANY(%[3]s::text[])`
+
+const timelineMovedSQL = `SELECT 0 AS rank, coalesce(m.was, t.occurred_at) AS at, t.a_id AS id
+	FROM associations t LEFT JOIN LATERAL (
 		SELECT e.type, (e.previous::json ->> 'occurredAt')::timestamptz AS was FROM events e
-		WHERE e.company_id = $1 AND e.about = 'activity:' || a.id AND NOT pg_visible_in_snapshot(e.xid, %[4]s)
+		WHERE e.company_id = $1 AND e.about = 'activity:' || t.a_id AND NOT pg_visible_in_snapshot(e.xid, %[4]s)
 			AND (e.type = 'activity.created' OR e.type = 'activity.updated' AND e.previous::json -> 'occurredAt' IS NOT NULL)
 		ORDER BY e.id LIMIT 1) m ON true
 	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + `
-		AND a.type = ANY(%[3]s::text[]) AND m.type IS DISTINCT FROM 'activity.created'`
-
-// timelineActivitiesNowSQL is timelineActivitiesSQL where the snapshot is the statement's own, on a
-// walk's first page: an event that snapshot does not see is of a write whose rows it does not see
-// either, so every activity it sees is where its row says, and no event is read. At 1,000,000
-// activities, reading them was half of a page's cost (docs/scaling.md).
-const timelineActivitiesNowSQL = `SELECT 0 AS rank, a.occurred_at AS at, a.id
-	FROM associations t JOIN activities a ON a.company_id = t.company_id AND a.id = t.a_id
-	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + ` AND a.type = ANY(%[3]s::text[])`
+		AND NOT pg_visible_in_snapshot(t.placed, %[4]s) AND t.type = ANY(%[3]s::text[]) AND m.type IS DISTINCT FROM 'activity.created'`
 
 // timelineEventsSQL is the SELECT of the places of the events whose column %[1]s (about or
 // about_other) is the object %[2]s, of the types %[3]s, that the snapshot %[4]s saw, of the kinds of
@@ -247,9 +248,9 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	snapshot, acts := "pg_current_snapshot()", timelineActivitiesNowSQL
+	snapshot := "pg_current_snapshot()"
 	if tq.snapshot != "" {
-		snapshot, acts = arg(tq.snapshot)+"::text::pg_snapshot", timelineActivitiesSQL
+		snapshot = arg(tq.snapshot) + "::text::pg_snapshot"
 	}
 	conds := tq.conds
 	if a := tq.after; a != nil {
@@ -266,7 +267,11 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 		branches = append(branches, "(SELECT rank, at, id FROM ("+inner+") b"+where+" ORDER BY at DESC, id DESC LIMIT "+limit+")")
 	}
 	if tq.acts != nil {
-		page(fmt.Sprintf(acts, arg(tq.kind.path), arg(tq.id), arg(tq.acts), snapshot))
+		kind, id, types := arg(tq.kind.path), arg(tq.id), arg(tq.acts)
+		page(fmt.Sprintf(timelinePlacedSQL, kind, id, types, snapshot))
+		if tq.snapshot != "" {
+			page(fmt.Sprintf(timelineMovedSQL, kind, id, types, snapshot))
+		}
 	}
 	if tq.evTypes != nil {
 		ref, types := arg(tq.kind.object+":"+strconv.FormatInt(tq.id, 10)), arg(tq.evTypes)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -29,6 +30,7 @@ var orgPage = scenario{name: "organizationId page", method: "GET", path: "/v1/co
 var activityScenarios = []scenario{
 	{name: "target page", method: "GET", path: "/v1/activities?limit=100&target=business:{record}&done=false&sort=dueAt", target: 2, builtin: &orgPage},
 	{name: "timeline page", method: "GET", path: "/v1/business/{record}/timeline?limit=100", target: 2, builtin: &orgPage},
+	{name: "timeline page 5", method: "GET", path: "/v1/business/{record}/timeline?limit=100&cursor={cursor}", target: 2, builtin: &orgPage},
 	{name: "create activity", method: "POST", path: "/v1/activities", body: activityBody, target: 1.5,
 		builtin: &scenario{name: "create contact", method: "POST", path: "/v1/contacts", body: createBody}},
 }
@@ -61,11 +63,11 @@ var activitiesSQL = []string{
 	 FROM generate_series(1, $2) AS g, u, LATERAL (SELECT (ARRAY['note', 'task', 'call', 'meeting', 'email'])[1 + g % 5] AS type,
 	     timestamptz '2025-01-01' + g * interval '30 s' AS at) AS t
 	 ORDER BY g`,
-	`WITH a AS (SELECT id, created_at, row_number() OVER (ORDER BY id) AS g FROM activities WHERE company_id = $1),
+	`WITH a AS (SELECT id, created_at, occurred_at, due_at, done_at, type, row_number() OVER (ORDER BY id) AS g FROM activities WHERE company_id = $1),
 	      b AS (SELECT min(id) AS lo FROM business WHERE company_id = $1),
 	      c AS (SELECT min(id) AS lo FROM contacts WHERE company_id = $1)
-	 INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, created_at)
-	 SELECT $1, 'activities', a.id, e.kind, e.id, a.created_at
+	 INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, created_at, occurred_at, due_at, done_at, type)
+	 SELECT $1, 'activities', a.id, e.kind, e.id, a.created_at, a.occurred_at, a.due_at, a.done_at, a.type
 	 FROM a, b, c, LATERAL (VALUES (1, 'business', b.lo + a.g % $3), (2, 'contacts', CASE WHEN a.g % 2 = 1 THEN c.lo + (a.g - 1) % $2 END)) AS e (n, kind, id)
 	 WHERE e.id IS NOT NULL ORDER BY a.id, e.n`,
 	`WITH t AS (SELECT a_id, json_agg(json_build_object('object', CASE b_kind WHEN 'contacts' THEN 'contact' ELSE b_kind END,
@@ -135,8 +137,9 @@ func cleanActivities(ctx context.Context, db *sql.DB, n int) error {
 
 // activityPlaceholders sets the ranges of c's business and organization ids, which the create draws
 // its targets from, and returns what activityScenarios' paths take: {record}, the first business
-// record, and {org}, the first organization.
-func activityPlaceholders(ctx context.Context, dbURL string, c *company) (*strings.Replacer, error) {
+// record, {org}, the first organization, and {cursor}, the cursor of the record's fifth timeline page,
+// walked to on the server at base.
+func activityPlaceholders(ctx context.Context, dbURL, base string, c *company) (*strings.Replacer, error) {
 	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
 		return nil, err
@@ -147,7 +150,36 @@ func activityPlaceholders(ctx context.Context, dbURL string, c *company) (*strin
 	if err := db.QueryRowContext(ctx, q, c.ID).Scan(&c.olo, &c.ohi, &c.blo, &c.bhi); err != nil {
 		return nil, err
 	}
-	return strings.NewReplacer("{record}", strconv.FormatInt(c.blo, 10), "{org}", strconv.FormatInt(c.olo, 10)), nil
+	cursor, err := timelineCursor(ctx, base, *c, c.blo, 4)
+	if err != nil {
+		return nil, err
+	}
+	return strings.NewReplacer("{record}", strconv.FormatInt(c.blo, 10), "{org}", strconv.FormatInt(c.olo, 10),
+		"{cursor}", url.QueryEscape(cursor)), nil
+}
+
+// timelineCursor walks pages of 100 of the timeline of c's business record id, and returns the
+// nextCursor of the pages-th: the cursor of a later page, read as of the walk's start.
+func timelineCursor(ctx context.Context, base string, c company, id int64, pages int) (string, error) {
+	cursor := ""
+	for range pages {
+		var page struct {
+			Pagination struct {
+				NextCursor string `json:"nextCursor"`
+			} `json:"pagination"`
+		}
+		u := fmt.Sprintf("%s/v1/business/%d/timeline?limit=100", base, id)
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := getJSON(ctx, u, c.Key, &page); err != nil {
+			return "", err
+		}
+		if cursor = page.Pagination.NextCursor; cursor == "" {
+			return "", fmt.Errorf("business record %d's timeline has fewer than %d pages", id, pages+1)
+		}
+	}
+	return cursor, nil
 }
 
 // activitiesData describes BENCH_ACTIVITIES=1's load of n contacts a company, for the report's header.

@@ -203,7 +203,7 @@ func assocRatio(s scenario, r, eq result) float64 {
 // assocDescribe is the scenario's name and request, for a table, without a cursor's text or a batch's
 // body.
 func assocDescribe(s scenario) string {
-	path := cursorParam.ReplaceAllString(s.path, "cursor=(the last page's)")
+	path := cursorParam.ReplaceAllString(s.path, "cursor=(its page's)")
 	if s.items > 1 {
 		return fmt.Sprintf("%s: `%s %s`, %d items, each of a random business record with a random contact", s.name, s.method, path, s.items)
 	}

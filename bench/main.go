@@ -335,7 +335,7 @@ func (b *bench) pairScenarios(ctx context.Context, dbURL string) error {
 		fill, b.cfg.searchHits, err = searchPlaceholders(ctx, b.bases[0], &b.c)
 	case b.cfg.activities:
 		b.names = [2]string{"scenario", "equivalent"}
-		fill, err = activityPlaceholders(ctx, dbURL, &b.c)
+		fill, err = activityPlaceholders(ctx, dbURL, b.bases[0], &b.c)
 	default:
 		return nil
 	}
@@ -648,7 +648,8 @@ type proc struct {
 }
 
 // startProc starts cmd with its output going to the file logPath, and returns once ready(ctx) holds.
-// It fails, with the end of the log, when the process exits, ctx ends or a minute passes first.
+// It fails, with the end of the log, when the process exits, ctx ends or ten minutes pass first: a
+// server migrates kept data before it listens, which takes minutes at a million rows.
 func startProc(ctx context.Context, cmd *exec.Cmd, logPath string, ready func(context.Context) bool) (*proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -661,7 +662,7 @@ func startProc(ctx context.Context, cmd *exec.Cmd, logPath string, ready func(co
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); f.Close(); close(p.done) }()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	for !ready(ctx) {
 		err := errors.New("exited")
