@@ -122,7 +122,7 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 	var ids [numRelKinds][]int64
 	for _, e := range exps {
 		for i := range objs {
-			ids[e.kind] = append(ids[e.kind], relatedIDs(P(&objs[i]), e)...)
+			ids[e.kind] = appendRelatedIDs(ids[e.kind], P(&objs[i]), e)
 		}
 	}
 	var rel related
@@ -144,18 +144,18 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 	return rel, nil
 }
 
-// relatedIDs returns the ids of the objects the expansion e embeds in v.
-func relatedIDs[T any, P object[T]](v P, e expansion) []int64 {
+// appendRelatedIDs appends to ids those of the objects the expansion e embeds in v.
+func appendRelatedIDs[T any, P object[T]](ids []int64, v P, e expansion) []int64 {
 	if e.ids != "" {
 		if m, ok := any(v).(multiRelated); ok {
-			return m.relatedIDs(e.kind)
+			return append(ids, m.relatedIDs(e.kind)...)
 		}
-		return nil
+		return ids
 	}
 	if id, ok := v.relatedID(e.name); ok {
-		return []int64{id}
+		return append(ids, id)
 	}
-	return nil
+	return ids
 }
 
 // getObject reads the company's object id of res and, in the same round trip, the objects exps embed
@@ -235,7 +235,8 @@ func encodedRead[T any, P object[T]](res *resource, where string, args []any, ou
 func appendExpanded[T any, P object[T]](b []byte, v P, exps []expansion, rel related) []byte {
 	m, multi := any(v).(multiRelated)
 	if multi && slices.ContainsFunc(exps, func(e expansion) bool { return e.ids != "" }) {
-		b = m.appendExpandedJSON(b, &rel)
+		objects := rel // the address of rel itself would move it to the heap on every call, as for a contact
+		b = m.appendExpandedJSON(b, &objects)
 	} else {
 		b = v.appendJSON(b)
 	}
