@@ -114,6 +114,11 @@ image-check: postgres
 ## each summary (issue 48) runs against its GROUP BY run alone by pgbench; BENCH_CONTACTS=1000000 is the scale.
 ## BENCH_ACTIVITIES=1 (no BASELINE, no import): the first company also holds BENCH_CONTACTS activities,
 ## and each activity page, timeline page and create (issue 46) runs against its equivalent.
+## BENCH_PACE=off,64,128,256 (no BASELINE; issue 49): for each setting of the contacts' trigram index (off: its
+## pending list off, as the schema has it; a number: on, with that gin_pending_list_limit in kB), the first
+## company's creates and PATCHes under a steady load (p99, longest, pending rows), the import with its CPU a
+## row and another company's creates during it, and the floors: pgbench of the statements the server sent
+## for a batch of 100 creates and for a PATCH with custom values (bench/pace.go).
 BENCH_TIME     ?= 5s
 ROUNDS         ?= 3
 BENCH_CONTACTS ?= 20000
@@ -127,6 +132,7 @@ BENCH_ASSOC    ?=
 BENCH_SEARCH   ?=
 BENCH_SUMMARY  ?=
 BENCH_ACTIVITIES ?=
+BENCH_PACE     ?=
 bench: postgres
 	@command -v wrk >/dev/null 2>&1 || { \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -136,7 +142,7 @@ bench: postgres
 	BENCH_TIME='$(BENCH_TIME)' ROUNDS='$(ROUNDS)' BENCH_CONTACTS='$(BENCH_CONTACTS)' BENCH_DIR='$(BENCH_DIR)' \
 		BASELINE='$(BASELINE)' BENCH_ONLY='$(BENCH_ONLY)' BENCH_IMPORT='$(BENCH_IMPORT)' BENCH_METRICS='$(BENCH_METRICS)' \
 		BENCH_CUSTOM='$(BENCH_CUSTOM)' BENCH_ASSOC='$(BENCH_ASSOC)' BENCH_SEARCH='$(BENCH_SEARCH)' BENCH_SUMMARY='$(BENCH_SUMMARY)' \
-		BENCH_ACTIVITIES='$(BENCH_ACTIVITIES)' $(GO) run ./bench
+		BENCH_ACTIVITIES='$(BENCH_ACTIVITIES)' BENCH_PACE='$(BENCH_PACE)' $(GO) run ./bench
 
 ## bench-go: the Go micro-benchmarks (encoding a page of contacts).
 bench-go:

@@ -129,8 +129,9 @@ type config struct {
 	assoc                              bool // association scenarios against their equivalents, on the new server
 	search                             bool // search scenarios against their equivalents, on the new server
 	searchHits                         int64
-	summary                            bool // summaries against their statements run alone by pgbench
-	activities                         bool // activity scenarios against their equivalents, on the new server
+	summary                            bool     // summaries against their statements run alone by pgbench
+	activities                         bool     // activity scenarios against their equivalents, on the new server
+	pace                               []string // BENCH_PACE: the settings of the contacts' trigram index to measure writes at (pace.go)
 }
 
 // company is a loaded bench company: its key and the range of its loaded contact ids, and with
@@ -147,8 +148,9 @@ type company struct {
 type result struct {
 	rps      float64
 	p50, p99 time.Duration
-	errors   int     // non-2xx answers and socket errors (timeouts included)
-	cpu      float64 // the server process's CPU time a request, in µs (Linux /proc)
+	max      time.Duration // the longest request
+	errors   int           // non-2xx answers and socket errors (timeouts included)
+	cpu      float64       // the server process's CPU time a request, in µs (Linux /proc)
 }
 
 func main() {
@@ -195,10 +197,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "built %s, data ready, in %s\n", strings.Join(revs, " and "), time.Since(start).Round(time.Second))
-	b := &bench{cfg: cfg, c: c, script: filepath.Join(root, "bench", "wrk.lua"), stdout: stdout}
+	b := &bench{cfg: cfg, c: c, script: filepath.Join(root, "bench", "wrk.lua"), stdout: stdout, pg: pg}
 	defer b.stopServers()
 	if revs, err = b.startTargets(ctx, tmp, dbURL, revs); err != nil {
 		return err
+	}
+	if cfg.pace != nil {
+		section, err := paceBench(ctx, b, pg, filepath.Join(tmp, "new"), dbURL)
+		if err != nil {
+			return err
+		}
+		report := header(ctx, cfg, revs, dbURL) + section
+		fmt.Fprintf(stdout, "\n%s\nbench took %s\n", report, time.Since(start).Round(time.Second))
+		return os.WriteFile(filepath.Join(root, "bench", "RESULTS.md"), []byte(report), 0o644)
 	}
 	if cfg.summary {
 		section, err := summaryBench(ctx, stdout, cfg, c, b.script, b.bases[0], pg.cmd.Path, tmp, dbURL)
@@ -247,11 +258,11 @@ func (b *bench) report(ctx context.Context, tmp, dbURL string, revs []string, pi
 		report += table(picked, b.names[1], results)
 	}
 	if cfg.imports > 0 {
-		section, err := importBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.bases[0], cfg.imports)
+		f, err := importBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.bases[0], cfg.imports, b.cpu)
 		if err != nil {
 			return "", fmt.Errorf("import: %w", err)
 		}
-		report += section
+		report += f.section(cfg.imports)
 	}
 	if !cfg.custom && !cfg.assoc && !cfg.search && !cfg.activities && !cfg.metrics {
 		section, err := neighbourBench(ctx, b.stdout, filepath.Join(tmp, "new"), dbURL, b.script, b.bases[:len(revs)], b.names[:], b.c, cfg.seconds)
@@ -277,7 +288,14 @@ type bench struct {
 	names   [2]string // the targets', as the report names them
 	bases   [2]string // their base URLs (the same twice when there is one server)
 	servers []*proc   // the servers, whose CPU time is measured
+	pg      *proc     // PostgreSQL
 	stdout  io.Writer
+}
+
+// cpu is the CPU time the new server has used, and it and PostgreSQL together, in clock ticks (1/100 s).
+func (b *bench) cpu() (server, all int64) {
+	server = cpuTicks(b.servers[0])
+	return server, server + pgTicks(b.pg)
 }
 
 // startTargets starts the servers of the run: revs[0]'s, and revs[1]'s (the baseline) when given, or
@@ -519,6 +537,9 @@ func parseConfig(getenv func(string) string) (config, error) {
 	cfg.search = or("BENCH_SEARCH", "") == "1"
 	cfg.summary = or("BENCH_SUMMARY", "") == "1"
 	cfg.activities = or("BENCH_ACTIVITIES", "") == "1"
+	if pace := or("BENCH_PACE", ""); pace != "" {
+		cfg.pace = strings.Split(pace, ",")
+	}
 	if err := cfg.checkModes(); err != nil {
 		return cfg, err
 	}
@@ -564,6 +585,8 @@ func (cfg *config) checkModes() error {
 		return errors.New("BENCH_SEARCH=1 compares search scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.summary && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search):
 		return errors.New("BENCH_SUMMARY=1 compares summaries with their statements on this tree: give no BASELINE or other mode")
+	case cfg.pace != nil && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search || cfg.summary || cfg.activities):
+		return errors.New("BENCH_PACE measures this tree's writes at settings of its index: give no BASELINE or other mode")
 	case cfg.activities && (cfg.baseline != "" || cfg.metrics || cfg.custom || cfg.assoc || cfg.search || cfg.summary):
 		return errors.New("BENCH_ACTIVITIES=1 compares activity scenarios with their equivalents on this tree: give no BASELINE or other mode")
 	case cfg.custom:
@@ -1147,6 +1170,7 @@ var (
 	wrkRPS    = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 	wrkP50    = regexp.MustCompile(`\n\s+50%\s+([0-9.]+)(us|ms|s|m|h)\s`)
 	wrkP99    = regexp.MustCompile(`\n\s+99%\s+([0-9.]+)(us|ms|s|m|h)\s`)
+	wrkMax    = regexp.MustCompile(`\n\s+Latency\s+[0-9.]+(?:us|ms|s|m|h)\s+[0-9.]+(?:us|ms|s|m|h)\s+([0-9.]+)(us|ms|s|m|h)\s`)
 	wrkErrors = regexp.MustCompile(`(?:Non-2xx or 3xx responses:|Socket errors: connect|, read|, write|, timeout) ([0-9]+)`)
 )
 
@@ -1173,6 +1197,9 @@ func runWrk(ctx context.Context, script, base string, c company, s scenario, sec
 	r.rps, _ = strconv.ParseFloat(rps[1], 64)
 	r.p50, _ = time.ParseDuration(p50[1] + p50[2])
 	r.p99, _ = time.ParseDuration(p99[1] + p99[2])
+	if m := wrkMax.FindStringSubmatch(out); m != nil {
+		r.max, _ = time.ParseDuration(m[1] + m[2])
+	}
 	for _, m := range wrkErrors.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[1])
 		r.errors += n
@@ -1375,11 +1402,21 @@ func ms(ns float64) string { return fmt.Sprintf("%.2f ms", ns/1e6) }
 // importConns is the concurrency of the import, single creates and batches alike (wrk's -c32).
 const importConns = 32
 
+// importFigures is what importBench measured: rows a second by single creates and by batches, the
+// CPU (server and PostgreSQL) a row of each in µs, and another company's creates a second alone and
+// during an import.
+type importFigures struct {
+	single, batched, singleCPU, batchCPU, alone, during float64
+	batchServerCPU                                      float64 // the server's part of batchCPU
+	beside                                              float64 // the rows a second of the import during the other company's creates
+}
+
 // importBench imports n contacts into a new company by single creates, and n into another by
-// batches of 100, each at importConns concurrent requests, on the new server at base; then measures
-// a third company's single creates (4 clients, 5 s) alone and while a fourth imports by batches.
-// It returns the section of RESULTS.md, and deletes the companies it made.
-func importBench(ctx context.Context, stdout io.Writer, bin, dbURL, base string, n int) (string, error) {
+// batches of 100, each at importConns concurrent requests, on the new server at base, with the CPU
+// time cpu (in clock ticks) counts; then measures a third company's single creates (4 clients, 5 s)
+// alone and while a fourth imports by batches. It deletes the companies it made.
+func importBench(ctx context.Context, stdout io.Writer, bin, dbURL, base string, n int, cpu func() (server, all int64)) (importFigures, error) {
+	var f importFigures
 	var cs []company
 	defer func() {
 		if db, err := sql.Open("pgx", dbURL); err == nil {
@@ -1390,49 +1427,56 @@ func importBench(ctx context.Context, stdout io.Writer, bin, dbURL, base string,
 		}
 	}()
 	for i := range 4 {
-		out, err := runCmd(ctx, "", []string{"DATABASE_URL=" + dbURL}, bin, "company", "create", "-name", fmt.Sprint("Import ", i))
+		c, err := newCompany(ctx, bin, dbURL, fmt.Sprint("Import ", i))
 		if err != nil {
-			return "", err
-		}
-		var c company
-		if err := json.Unmarshal([]byte(out), &c); err != nil {
-			return "", fmt.Errorf("company create printed %q: %w", out, err)
+			return f, err
 		}
 		cs = append(cs, c)
 	}
-	single, err := importContacts(ctx, base, cs[0].Key, n, 1, importConns, nil)
-	if err != nil {
-		return "", err
+	var err error
+	perRow := func(ticks int64) float64 { return float64(ticks) * 1e4 / float64(n) } // 100 ticks a second
+	_, t := cpu()
+	if f.single, err = importContacts(ctx, base, cs[0].Key, n, 1, importConns, nil); err != nil {
+		return f, err
 	}
-	fmt.Fprintf(stdout, "  import by single creates: %.0f rows/s\n", single)
-	batched, err := importContacts(ctx, base, cs[1].Key, n, 100, importConns, nil)
-	if err != nil {
-		return "", err
+	s, t1 := cpu()
+	f.singleCPU = perRow(t1 - t)
+	if f.batched, err = importContacts(ctx, base, cs[1].Key, n, 100, importConns, nil); err != nil {
+		return f, err
 	}
-	fmt.Fprintf(stdout, "  import by batches of 100: %.0f rows/s\n", batched)
-	alone, err := timedCreates(ctx, base, cs[2].Key, 5*time.Second)
-	if err != nil {
-		return "", err
+	s2, t2 := cpu()
+	f.batchCPU, f.batchServerCPU = perRow(t2-t1), perRow(s2-s)
+	fmt.Fprintf(stdout, "  import: single creates %.0f rows/s (%.0f µs a row), batches of 100 %.0f rows/s (%.0f µs a row, the server %.0f)\n",
+		f.single, f.singleCPU, f.batched, f.batchCPU, f.batchServerCPU)
+	if f.alone, err = timedCreates(ctx, base, cs[2].Key, 5*time.Second); err != nil {
+		return f, err
 	}
 	stop := make(chan struct{})
 	done := make(chan error, 1)
-	go func() { _, err := importContacts(ctx, base, cs[3].Key, 10*n, 100, importConns, stop); done <- err }()
+	go func() {
+		var err error
+		f.beside, err = importContacts(ctx, base, cs[3].Key, 10*n, 100, importConns, stop)
+		done <- err
+	}()
 	time.Sleep(time.Second) // the import under way
-	during, err := timedCreates(ctx, base, cs[2].Key, 5*time.Second)
+	f.during, err = timedCreates(ctx, base, cs[2].Key, 5*time.Second)
 	close(stop)
 	if ierr := <-done; err == nil {
 		err = ierr
 	}
-	if err != nil {
-		return "", err
-	}
-	fmt.Fprintf(stdout, "  another company's creates: %.0f/s alone, %.0f/s during an import\n", alone, during)
+	fmt.Fprintf(stdout, "  another company's creates: %.0f/s alone, %.0f/s during an import (of %.0f rows/s)\n", f.alone, f.during, f.beside)
+	return f, err
+}
+
+// section is the import's section of RESULTS.md, of n contacts.
+func (f importFigures) section(n int) string {
 	return fmt.Sprintf("\n## Import (API.md section 15)\n\n%d contacts into an empty company, %d concurrent requests, on the new server:\n\n"+
-		"| import | rows/s | time |\n|---|---:|---:|\n| single creates | %.0f | %.1f s |\n| batches of 100 | %.0f | %.1f s |\n\n"+
+		"| import | rows/s | time | CPU a row (server and PostgreSQL) |\n|---|---:|---:|---:|\n| single creates | %.0f | %.1f s | %.0f µs |\n| batches of 100 | %.0f | %.1f s | %.0f µs |\n\n"+
 		"Batches against single creates: **%.2fx** the rows per second (target: at least 4x).\n\n"+
 		"Another company's single creates (4 clients, 5 s): %.0f/s alone, %.0f/s while a third imports by batches at %d "+
 		"concurrent requests: **%.0f%%** (target: at least 80%%).\n",
-		n, importConns, single, float64(n)/single, batched, float64(n)/batched, batched/single, alone, during, importConns, 100*during/alone), nil
+		n, importConns, f.single, float64(n)/f.single, f.singleCPU, f.batched, float64(n)/f.batched, f.batchCPU, f.batched/f.single,
+		f.alone, f.during, importConns, 100*f.during/f.alone)
 }
 
 // importContacts creates n contacts in the key's company at base by conns concurrent clients,
@@ -1487,7 +1531,12 @@ func timedCreates(ctx context.Context, base, key string, d time.Duration) (float
 
 // post POSTs body to url as key and fails unless the answer is 2xx.
 func post(ctx context.Context, url, key, body string) error {
-	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	return send(ctx, "POST", url, key, body)
+}
+
+// send sends body to url by method as key and fails unless the answer is 2xx.
+func send(ctx context.Context, method, url, key, body string) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -1500,7 +1549,7 @@ func post(ctx context.Context, url, key, body string) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s answered %s: %.300s", url, resp.Status, b)
+		return fmt.Errorf("%s %s answered %s: %.300s", method, url, resp.Status, b)
 	}
 	return nil
 }
