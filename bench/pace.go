@@ -101,8 +101,10 @@ func paceSetting(ctx context.Context, b *bench, db *sql.DB, pg *proc, bin, dbURL
 		}
 		fmt.Fprintf(b.stdout, "  %-7s %6.0f req/s  p99 %s  max %s  pending rows at most %d\n", sc.name, s.rps, ms(float64(s.p99)), ms(float64(s.max)), row.pendingRows)
 	}
-	if row.imp, err = importBench(ctx, b.stdout, bin, dbURL, b.bases[0], b.cfg.imports, b.cpu); err != nil {
-		return row, err
+	if b.cfg.imports > 0 {
+		if row.imp, err = importBench(ctx, b.stdout, bin, dbURL, b.bases[0], b.cfg.imports, b.cpu); err != nil {
+			return row, err
+		}
 	}
 	if row.batchFloor, err = batchFloor(ctx, b, db, pg, bin, dbURL); err != nil {
 		return row, err
