@@ -35,10 +35,10 @@ func (s *store) distribute(ctx context.Context) error {
 	}
 	// The migration lock, and three settings for this transaction (set_config's true: SET LOCAL).
 	// No statement timeout: moving a database in use into the shards takes minutes at a million rows,
-	// as a migration does (applyMigration). Sequential: the shards of the transaction's DDL are made over one connection a worker, so that
-	// the foreign keys made later in it see them. Unsafe triggers: Citus's name for triggers on
-	// shards; those of schema/0010_citus.sql are safe there, as each writes only rows of the company
-	// of the row it fires for, which are on the same worker.
+	// as a migration does (applyMigration). Sequential: the shards of the transaction's DDL are made
+	// over one connection a worker, so that the foreign keys made later in it see them. Unsafe
+	// triggers: Citus's name for triggers on shards; those of schema/0010_citus.sql are safe there, as
+	// each writes only rows of the company of the row it fires for, which are on the same worker.
 	const setUp = `SELECT set_config('statement_timeout', '0', true), pg_advisory_xact_lock($1),
 		set_config('citus.multi_shard_modify_mode', 'sequential', true), set_config('citus.enable_unsafe_triggers', 'on', true)`
 	// In order: a new cursor key (when the events move); drop the foreign keys of the tables Citus
