@@ -70,7 +70,12 @@ func TestMigrateOutlastsTheStatementTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
+	// In a transaction, so that through PgBouncer (transaction mode) it stays on one connection.
+	lock, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -78,12 +83,12 @@ func TestMigrateOutlastsTheStatementTimeout(t *testing.T) {
 	const waiting = `SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
 		WHERE d.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted`
 	for n := 0; n == 0; time.Sleep(10 * time.Millisecond) {
-		if err := holder.QueryRow(ctx, waiting).Scan(&n); err != nil {
+		if err := lock.QueryRow(ctx, waiting).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // three timeouts
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, migrationLock); err != nil {
+	if err := lock.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
