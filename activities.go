@@ -315,15 +315,8 @@ func (lq *listQuery) targetPageSQL(i int, walk string) func(string, int64) (stri
 		if after != "" {
 			where += " AND " + after
 		}
-		object := base + " AND id = w.a_id"
-		for j, c := range lq.conds {
-			if j != i {
-				object += " AND " + c
-			}
-		}
-		args = append(args, lq.limit+1)
 		return `SELECT x.* FROM (SELECT ` + cols + ` FROM associations WHERE ` + where + ` ORDER BY ` + order + `) AS w
-			CROSS JOIN LATERAL (` + object + `) AS x ORDER BY ` + outer + `w.a_id` + dir + ` LIMIT $` + strconv.Itoa(len(args)), args
+			CROSS JOIN LATERAL (` + lq.lateralSQL(base, "w.a_id", i) + `) AS x ORDER BY ` + outer + `w.a_id` + dir + lq.limitSQL(), args
 	}
 }
 

@@ -638,10 +638,10 @@ func associatedPage[T any, P object[T]](st *store, log *slog.Logger) func(http.R
 			args = append(args, al.lq.after.id)
 			cond += " AND id > $" + strconv.Itoa(len(args))
 		}
-		args = append(args, al.lq.limit+1) // and the row that says there is a next page
-		// The page of associations, and for each the object at its other end, as its retrieve reads it.
+		// The page of associations and the row after it, and for each the object at its other end, as
+		// its retrieve reads it.
 		q := `SELECT p.id, p.label, p.created_at, x.* FROM (SELECT id, label, created_at, ` + other + ` AS other
-			FROM associations WHERE company_id = $1 AND ` + cond + ` ORDER BY id LIMIT $` + strconv.Itoa(len(args)) + `) AS p
+			FROM associations WHERE company_id = $1 AND ` + cond + ` ORDER BY id` + al.lq.limitSQL() + `) AS p
 			CROSS JOIN LATERAL (` + al.to.res.selectSQL + ` AND id = p.other) AS x ORDER BY p.id`
 		page := make([]associated[T], 0, al.lq.limit+1)
 		found := false
@@ -1032,14 +1032,7 @@ func (lq *listQuery) associatedPageSQL(i int, where, other string) func(string, 
 			args = append(args, lq.after.id)
 			walk += " AND " + other + cmp + "$" + strconv.Itoa(len(args))
 		}
-		object := base + " AND id = a.other"
-		for j, c := range lq.conds {
-			if j != i {
-				object += " AND " + c
-			}
-		}
-		args = append(args, lq.limit+1)
 		return `SELECT x.* FROM (SELECT DISTINCT ` + other + ` AS other FROM associations WHERE ` + walk + ` ORDER BY 1` + dir + `) AS a
-			CROSS JOIN LATERAL (` + object + `) AS x ORDER BY a.other` + dir + ` LIMIT $` + strconv.Itoa(len(args)), args
+			CROSS JOIN LATERAL (` + lq.lateralSQL(base, "a.other", i) + `) AS x ORDER BY a.other` + dir + lq.limitSQL(), args
 	}
 }

@@ -689,12 +689,11 @@ func (lq *listQuery) customSortSQL(table string, fieldID int64, col string, kind
 		case a != nil:
 			valued += " AND (v." + col + ", v.object_id)" + cmp + "(" + param(a.arg(kind), "::text::"+keyTypes[kind].sql) + ", " + param(a.id, "::bigint") + ")"
 		}
-		limit := param(lq.limit+1, "")
-		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + " LIMIT " + limit + ")",
-			"(" + unset + " ORDER BY " + table + ".id" + dir + " LIMIT " + limit + ")"}
+		parts := []string{"(" + valued + " ORDER BY v." + col + dir + ", v.object_id" + dir + lq.limitSQL() + ")",
+			"(" + unset + " ORDER BY " + table + ".id" + dir + lq.limitSQL() + ")"}
 		if a != nil && a.null { // past the objects with a value
 			return parts[1], args
 		}
-		return strings.Join(parts, " UNION ALL ") + " LIMIT " + limit, args
+		return strings.Join(parts, " UNION ALL ") + lq.limitSQL(), args
 	}
 }

@@ -367,13 +367,29 @@ func (lq *listQuery) selectSQL(base string, companyID int64) (string, []any) {
 	if after != "" {
 		q += " AND " + after
 	}
-	// The LIMIT is a number Go wrote (parse took 1 to maxLimit), not a placeholder: PostgreSQL weighs a
-	// plan for every value (the generic plan it may keep after five runs) as if LIMIT $n took a tenth
-	// of the rows. So most pages were planned anew (pgbench of the first page of contacts, -c8: 6,903
-	// statements a second, 9,756 written in), and a connection whose first five lists had q of a
-	// common text kept a walk of every id: at 1,000,000 contacts, after five of `name 12`, q=zzqx then
-	// took 902 ms with LIMIT $n, 0.05 ms written in (EXPLAIN ANALYZE EXECUTE; its plan reads the index).
-	return q + " ORDER BY " + order + " LIMIT " + strconv.Itoa(lq.limit+1), args
+	return q + " ORDER BY " + order + lq.limitSQL(), args
+}
+
+// limitSQL is the LIMIT of every list page's statement: the page and the row after it. It is a
+// number Go wrote (parse took 1 to maxLimit), not a placeholder: PostgreSQL weighs a plan for every
+// value (the generic plan it may keep after five runs) as if LIMIT $n took a tenth of the rows. So
+// most pages were planned anew (pgbench of the first page of contacts, -c8: 6,903 statements a
+// second, 9,756 written in), and a connection whose first five lists had q of a common text kept a
+// walk of every id: at 1,000,000 contacts, after five of `name 12`, q=zzqx then took 902 ms with
+// LIMIT $n, 0.05 ms written in (EXPLAIN ANALYZE EXECUTE; its plan reads the index).
+func (lq *listQuery) limitSQL() string { return " LIMIT " + strconv.Itoa(lq.limit+1) }
+
+// lateralSQL is the read of one object of a page that walks the index of another table
+// (associatedPageSQL, targetPageSQL): base's row whose id is id, with the list's conditions but
+// lq.conds[i], which the walk answers.
+func (lq *listQuery) lateralSQL(base, id string, i int) string {
+	object := base + " AND id = " + id
+	for j, c := range lq.conds {
+		if j != i {
+			object += " AND " + c
+		}
+	}
+	return object
 }
 
 // seek returns the condition that a row comes after the cursor, in the list's order of its sort's
