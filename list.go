@@ -330,7 +330,14 @@ func (lq *listQuery) addText(f filter, v string) *apiError {
 	}
 	cond := f.col + " ILIKE %[1]s"
 	if f.doc != "" {
-		cond += " AND " + f.doc + " LIKE search_fold(%[1]s)"
+		// The ILIKE rechecks the rows the index finds. PostgreSQL has no statistics of f.col and
+		// estimates its ILIKE as if a handful of rows passed it, so it read every match of a common
+		// q from the index and sorted them, where walking the ids stops at the page's end: at
+		// 1,000,000 contacts, q=name 12 (22,012 hits) took 94-247 ms against 0.6-2.6 ms (EXPLAIN
+		// ANALYZE, a busy machine; a rare q reads the index either way). coalesce (a
+		// no-op here: no NULL passes a WHERE) makes it an expression PostgreSQL takes as half the
+		// rows, and leaves the estimate to the document's LIKE, whose statistics it has.
+		cond = f.doc + " LIKE search_fold(%[1]s) AND coalesce(" + cond + ", false)"
 	}
 	lq.where(cond, "%"+likeEscaper.Replace(v)+"%")
 	return nil
