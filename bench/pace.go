@@ -398,12 +398,14 @@ func loggedStatements(log, mark string) ([]statement, error) {
 // pgbenchFloor runs stmts as one transaction, in one pipeline as the server sends them, with
 // pgbench -M prepared at clients for cfg.seconds, and returns its tps and PostgreSQL's CPU a
 // transaction in µs. Each parameter is a parameter again, its value given by -D (a NULL is written
-// in), but a value id, which is a random contact id of c's.
+// in), but a value id, which is a random contact id of c's; a statement of more parameters than
+// pgbench takes (a batch's events) has all its values written in.
 func pgbenchFloor(ctx context.Context, b *bench, pg *proc, dbURL, name string, stmts []statement, c company, id string, clients int) (floor, error) {
 	var script strings.Builder
 	fmt.Fprintf(&script, "\\set id random(%d, %d)\n\\startpipeline\n", c.lo, c.hi)
 	var defines []string
 	for i, st := range stmts {
+		inline := len(sqlParam.FindAllString(st.sql, -1)) > 255 // pgbench's most of a statement: its values written in
 		script.WriteString(sqlParam.ReplaceAllStringFunc(st.sql, func(p string) string {
 			v := st.params[p[1:]]
 			switch {
@@ -411,6 +413,8 @@ func pgbenchFloor(ctx context.Context, b *bench, pg *proc, dbURL, name string, s
 				return v
 			case id != "" && v == "'"+id+"'":
 				return ":id"
+			case inline: // as E'...', whose colons pgbench does not take for variables
+				return "E'" + strings.NewReplacer(`\`, `\\`, ":", `\x3a`).Replace(v[1:len(v)-1]) + "'"
 			}
 			name := fmt.Sprintf("s%dp%s", i, p[1:])
 			defines = append(defines, "-D", name+"="+strings.ReplaceAll(v[1:len(v)-1], "''", "'"))
