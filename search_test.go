@@ -333,3 +333,76 @@ func TestSearchConditionsUseTheSearchIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchWalksAKindOfManyCandidates: a kind with more than searchFew objects that contain q is
+// read per class, merged with the others (classified at once); its contains hits before and after
+// its prefix hits are each found once, where the floors let its walk start. An e-mail address's
+// contains hits come after its exact ones, whose pages move the floors on.
+func TestSearchWalksAKindOfManyCandidates(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	var exact, prefix, contains, exactEmail, containsEmail []string
+	for b := 0; b*maxBatchItems < searchFew+100; b++ {
+		items := make([]string, maxBatchItems)
+		for j := range items {
+			i := b*maxBatchItems + j
+			switch {
+			case i%300 == 5:
+				items[j] = `{"name": "Zig", "email": "zig@x.io"}`
+			case i == 3 || i%250 == 7 || i == searchFew+99:
+				items[j] = fmt.Sprintf(`{"name": "Azig", "email": "n%dzig@x.io"}`, i)
+			case i%100 == 50:
+				items[j] = fmt.Sprintf(`{"name": "Ziggy", "email": "n%dzig@x.io", "secondaryEmail": "zig@x.io"}`, i)
+			default:
+				items[j] = fmt.Sprintf(`{"name": "Ziggy", "email": "n%dzig@x.io"}`, i)
+			}
+		}
+		body := `{"items": [` + strings.Join(items, ", ") + `]}`
+		for _, d := range wantBatch(t, c.key, "/v1/contacts/batch/create", body, http.StatusOK, slices.Repeat([]string{"created"}, maxBatchItems)...).Data {
+			hit := fmt.Sprintf("contact %d ", d.Object.id())
+			switch {
+			case d.Object["name"] == "Zig":
+				exact, exactEmail = append(exact, hit+"exact name"), append(exactEmail, hit+"exact email")
+				continue
+			case d.Object["name"] == "Ziggy":
+				prefix = append(prefix, hit+"prefix name")
+			default:
+				contains = append(contains, hit+"contains name")
+			}
+			if d.Object["secondaryEmail"] != nil {
+				exactEmail = append(exactEmail, hit+"exact secondaryEmail")
+			} else {
+				containsEmail = append(containsEmail, hit+"contains email")
+			}
+		}
+	}
+	slices.SortFunc(exactEmail, func(a, b string) int { return int(hitID(a) - hitID(b)) })
+	deal := fmt.Sprintf("business %d exact title", newID(t, c.key, "/v1/business", `{"title": "zig"}`))
+	for _, tc := range []struct {
+		q      string
+		limits []int
+		want   []string
+	}{
+		{"zig", []int{100, 9}, slices.Concat(exact, []string{deal}, prefix, contains)},
+		{"zig@x.io", []int{10}, slices.Concat(exactEmail, containsEmail)},
+	} {
+		for _, limit := range tc.limits {
+			got := []string{}
+			for _, h := range walkList[searchHitJSON](t, c.key, "/v1/search", "q="+url.QueryEscape(tc.q), limit) {
+				got = append(got, h.brief())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("walk of %s by %d (-want +got):\n%s", tc.q, limit, diff)
+			}
+		}
+		if n := countOf(t, c.key, "/v1/search/count?q="+url.QueryEscape(tc.q)); n != int64(len(tc.want)) {
+			t.Errorf("count of %s = %d; want %d", tc.q, n, len(tc.want))
+		}
+	}
+}
+
+// hitID is the id in a brief hit: 12 of "contact 12 exact email".
+func hitID(brief string) int64 {
+	id, _ := strconv.ParseInt(strings.Fields(brief)[1], 10, 64)
+	return id
+}
