@@ -128,7 +128,7 @@ type config struct {
 	custom                             bool // custom scenarios against built-in ones, on the new server
 	assoc                              bool // association scenarios against their equivalents, on the new server
 	search                             bool // search scenarios against their equivalents, on the new server
-	searchHits                         int64
+	searchHits                         []int64
 	summary                            bool     // summaries against their statements run alone by pgbench
 	activities                         bool     // activity scenarios against their equivalents, on the new server
 	pace                               []string // BENCH_PACE: the settings of the contacts' trigram index to measure writes at (pace.go)
