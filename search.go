@@ -377,7 +377,8 @@ func (sq *searchQuery) bounds(p searchPos, args *[]any) string {
 // so a page reads only the parts it shows; search_fold is PARALLEL RESTRICTED, so no parallel plan
 // mixes them.
 func (sq *searchQuery) pageSQL(companyID int64, many []bool, stop *searchPos) (string, []any) {
-	args := []any{companyID, sq.needle, sq.limit + 1}
+	args := []any{companyID, sq.needle}
+	limit := strconv.Itoa(sq.limit + 1) // written in, as a list's (listQuery.limitSQL)
 	var parts []string
 	prev := -1
 	for _, c := range sq.classes() {
@@ -387,7 +388,7 @@ func (sq *searchQuery) pageSQL(companyID int64, many []bool, stop *searchPos) (s
 				break
 			}
 			if many[i] && sq.place(p) >= 0 {
-				parts = append(parts, k.part(c, prev, i, sq.bounds(p, &args), "$3"))
+				parts = append(parts, k.part(c, prev, i, sq.bounds(p, &args), limit))
 			}
 		}
 		prev = c
@@ -396,9 +397,9 @@ func (sq *searchQuery) pageSQL(companyID int64, many []bool, stop *searchPos) (s
 	case 0:
 		return "", nil
 	case 1:
-		return parts[0], args // (SELECT ... LIMIT $3) LIMIT $3 is refused
+		return parts[0], args // (SELECT ... LIMIT n) LIMIT n is refused
 	}
-	return strings.Join(parts, "\nUNION ALL\n") + "\nLIMIT $3", args
+	return strings.Join(parts, "\nUNION ALL\n") + "\nLIMIT " + limit, args
 }
 
 // sweep returns the read that moves the floor of the cursor's kind on, when the cursor is in the class
