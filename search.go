@@ -36,7 +36,8 @@ type searchKind struct {
 	*assocKind
 	index  string        // the document its table's trigram index holds (schema/0019_search.sql)
 	doc    string        // the document of its searched fields: index, or a part of it
-	cols   string        // the columns of o that index and doc read
+	cols   string        // the columns of o that index, doc and exact read
+	exact  string        // the array of its searched fields' values that its exact index holds (schema/0021), or "": none
 	fields []searchField // the searched fields, in the order a hit names the first that matches best
 	load   func(companyID int64, ids []int64, out map[int64]*searchFound) read
 }
@@ -57,10 +58,12 @@ const storedDoc = "search_doc"
 
 // searchKinds are the kinds search finds, in their default order.
 var searchKinds = []*searchKind{
-	{assocKind: contactKind, index: storedDoc, doc: storedDoc, cols: "o.search_doc", load: searchLoad[contact](contacts), fields: []searchField{
-		{"name", searchDoc("name")}, {"surname", searchDoc("surname")}, {"email", searchDoc("email")},
-		{"secondaryEmail", searchDoc("secondary_email")}, {"phone", searchDoc("phone", "search_digits(phone)")},
-		{"mobilePhone", searchDoc("mobile_phone", "search_digits(mobile_phone)")}, {"dni", searchDoc("dni")}}},
+	{assocKind: contactKind, index: storedDoc, doc: storedDoc, exact: contactsExact, load: searchLoad[contact](contacts),
+		cols: "o.search_doc, o.name, o.surname, o.email, o.secondary_email, o.phone, o.mobile_phone, o.dni",
+		fields: []searchField{
+			{"name", searchDoc("name")}, {"surname", searchDoc("surname")}, {"email", searchDoc("email")},
+			{"secondaryEmail", searchDoc("secondary_email")}, {"phone", searchDoc("phone", "search_digits(phone)")},
+			{"mobilePhone", searchDoc("mobile_phone", "search_digits(mobile_phone)")}, {"dni", searchDoc("dni")}}},
 	{assocKind: businessKind, index: storedDoc, doc: storedDoc, cols: "o.search_doc", load: searchLoad[business](businesses),
 		fields: []searchField{{"title", searchDoc("title")}}},
 	{assocKind: organizationKind, index: storedDoc, doc: storedDoc, cols: "o.search_doc", load: searchLoad[organization](organizations),
@@ -68,6 +71,14 @@ var searchKinds = []*searchKind{
 	{assocKind: activityKind, index: searchDoc("subject", "body"), doc: searchDoc("subject"), cols: "o.subject, o.body", load: searchLoad[activity](activities),
 		fields: []searchField{{"subject", searchDoc("subject")}}},
 }
+
+// contactsExact is the array of a contact's searched fields, folded, and its phone numbers' digits,
+// as schema/0021_search_exact.sql indexes it: a contact is an exact hit when q is one of them. The
+// trigram index cannot tell a whole field from a part of one, and it read every contact holding a
+// common q to find its few exact hits: at 1,000,000 contacts, "name 12" took 2,828 buffers (60 to
+// 190 ms) for 1 hit, where this index takes 0.1 ms.
+const contactsExact = `ARRAY[search_fold(name), search_fold(surname), search_fold(email), search_fold(secondary_email),
+	search_fold(phone), search_fold(mobile_phone), search_fold(dni), search_digits(phone), search_digits(mobile_phone)]`
 
 // customDoc is the document of a custom value.
 var customDoc = searchDoc("v.text_value")
@@ -238,11 +249,16 @@ func customIDs(object string) string {
 		`' AND type IN ('text', 'email', 'url') AND deleted_at IS NULL)`
 }
 
-// match is the SQL condition of k's objects (o) whose document or searched custom values meet cond.
-func (k *searchKind) match(cond string) string {
+// match is the SQL condition of k's objects (o) whose document or searched custom values meet class
+// c's condition; a kind with an exact index meets the exact class's by it.
+func (k *searchKind) match(c int) string {
+	cond := searchConds[c]
 	own := k.index + " " + cond
 	if k.doc != k.index {
 		own += " AND " + k.doc + " " + cond
+	}
+	if c == 0 && k.exact != "" {
+		own = k.exact + " @> ARRAY[search_fold($2)]"
 	}
 	return `(` + own + ` OR o.id = ANY(ARRAY(SELECT v.object_id FROM custom_values v WHERE v.company_id = $1
 		AND v.field_id = ANY(` + customIDs(k.object) + `) AND v.text_value IS NOT NULL AND ` + customDoc + ` ` + cond + `)))`
@@ -257,9 +273,9 @@ func classSQL(doc string) string { return `search_class(` + doc + `, search_fold
 // (class, kind, id).
 func (k *searchKind) part(c, prev, i int, more, limit string) string {
 	q := `(SELECT ` + strconv.Itoa(c) + `, ` + strconv.Itoa(i) + `, o.id FROM ` + k.res.table + ` o
-		WHERE o.company_id = $1 AND ` + k.match(searchConds[c])
+		WHERE o.company_id = $1 AND ` + k.match(c)
 	if prev >= 0 {
-		q += ` AND NOT ` + k.match(searchConds[prev])
+		q += ` AND NOT ` + k.match(prev)
 	}
 	return q + more + ` ORDER BY o.id LIMIT ` + limit + `)`
 }
@@ -292,28 +308,28 @@ func (k *searchKind) fieldRead(sq *searchQuery, companyID int64, ids []int64, cl
 
 // searchFew is the most candidates of a kind (its objects that contain q) that a page classifies
 // all at once, reading the kind's trigram index once and each candidate's row; a kind with more is
-// read per class (pageSQL): a read of the index, or a walk by id, per class, each stopping at the
-// page's end. At 1,000,000 contacts, the 22,012 candidates of "name 12" took 7,136 buffers (70 ms)
-// to read all, where the walk takes about 500 (5 ms); per class, an e-mail's candidates were read
-// from the index twice or more (3.1 times the list filtered by q, docs/scaling.md). 1,000 rows are
-// at most 1,000 buffers, less than one read of the index for a common word (1,700 to 8,700).
-const searchFew = 1000
+// read per class (pageSQL): its exact hits from its exact index, the others by a walk of the ids or
+// a read of the index, each stopping at the page's end. The page's largest size: deciding "more"
+// then walks the ids as far as the list filtered by q does for its page, and no further (at
+// 1,000,000 contacts, "name 12": to its 1,001st candidate took 37 ms, against 2 ms for the 101st).
+// Per class, a rare q's candidates were read from the index twice or more (an e-mail: 3.1 times
+// the list filtered by q, docs/scaling.md).
+const searchFew = maxLimit
 
 // candidatesSQL is the statement of each kind's candidates, up to searchFew+1 of them: (kind, id,
 // class), the class NULL (not computed) where there are more than searchFew. In id order, so that
-// where they are many the planner walks the ids to the 1,001st rather than reading all of the index
-// (at 1,000,000 contacts, "name 12": 492 buffers and 5 ms against 1,794 and 24 ms), and where they
-// are few it reads the index once (an e-mail: 8,783 buffers; the list filtered by q, 8,725).
+// PostgreSQL reads them as it reads a list page filtered by q: where they are many, by a walk of
+// the ids that stops at the searchFew+1st; where they are few, from the index once.
 func (sq *searchQuery) candidatesSQL() string {
 	few := strconv.Itoa(searchFew)
 	parts := make([]string, len(sq.kinds))
 	for i, k := range sq.kinds {
-		class := `CASE WHEN ` + k.match(searchConds[0]) + ` THEN 0`
+		class := `CASE WHEN ` + k.match(0) + ` THEN 0`
 		if !sq.email {
-			class += ` WHEN ` + k.match(searchConds[1]) + ` THEN 1`
+			class += ` WHEN ` + k.match(1) + ` THEN 1`
 		}
 		parts[i] = `(SELECT ` + strconv.Itoa(i) + `, o.id, CASE WHEN count(*) OVER () <= ` + few + ` THEN ` + class + ` ELSE 2 END END
-			FROM (SELECT o.id, ` + k.cols + ` FROM ` + k.res.table + ` o WHERE o.company_id = $1 AND ` + k.match(searchConds[2]) +
+			FROM (SELECT o.id, ` + k.cols + ` FROM ` + k.res.table + ` o WHERE o.company_id = $1 AND ` + k.match(2) +
 			` ORDER BY o.id LIMIT ` + few + ` + 1) o)`
 	}
 	return strings.Join(parts, "\nUNION ALL\n")
@@ -423,7 +439,7 @@ func (sq *searchQuery) sweep(companyID int64, many []bool) *read {
 func (sq *searchQuery) countSQL() string {
 	var counts []string
 	for _, k := range sq.kinds {
-		counts = append(counts, `(SELECT count(*) FROM `+k.res.table+` o WHERE o.company_id = $1 AND `+k.match(searchConds[2])+`)`)
+		counts = append(counts, `(SELECT count(*) FROM `+k.res.table+` o WHERE o.company_id = $1 AND `+k.match(2)+`)`)
 	}
 	return `SELECT ` + strings.Join(counts, " + ")
 }

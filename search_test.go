@@ -332,6 +332,10 @@ func TestSearchConditionsUseTheSearchIndexes(t *testing.T) {
 			}
 		}
 	}
+	q := `SELECT count(*) FROM contacts o WHERE $1::bigint > 0 AND ` + contactsExact + ` @> ARRAY[search_fold($2)]`
+	if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, []any{1, "zyx wv"}); !strings.Contains(plan, "contacts_search_exact") {
+		t.Errorf("contacts, exact: not served by contacts_search_exact:\n%s", plan)
+	}
 }
 
 // TestSearchWalksAKindOfManyCandidates: a kind with more than searchFew objects that contain q is
