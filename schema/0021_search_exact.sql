@@ -9,3 +9,7 @@
 CREATE INDEX contacts_search_exact ON contacts USING gin ((ARRAY[search_fold(name), search_fold(surname),
     search_fold(email), search_fold(secondary_email), search_fold(phone), search_fold(mobile_phone), search_fold(dni),
     search_digits(phone), search_digits(mobile_phone)])) WITH (fastupdate = off);
+
+-- The planner prices the look-up by the index's statistics: without them it walked every contact's
+-- ids instead (3.4 s at 1,000,000 contacts, against 0.02 ms), until autovacuum next analyzed the table.
+ANALYZE contacts;
