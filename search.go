@@ -484,7 +484,7 @@ func handleSearch(st *store, log *slog.Logger) http.Handler {
 // candidates, then the hits of the kinds with many, then the hits' objects and fields, by kind.
 func (sq *searchQuery) run(ctx context.Context, st *store, companyID int64) ([]searchPos, []map[int64]*searchFound, error) {
 	var cands []searchCandidate
-	if err := st.read(ctx, rowsInto[searchCandidate](&cands, sq.candidatesSQL(), companyID, sq.needle)); err != nil {
+	if err := st.read(ctx, rowsInto[searchCandidate](&cands, sq.candidatesSQL(), companyID, sq.needle).planned()); err != nil {
 		return nil, nil, err
 	}
 	hits, many := sq.fewHits(cands)
@@ -501,10 +501,12 @@ func (sq *searchQuery) run(ctx context.Context, st *store, companyID int64) ([]s
 	if r := sq.sweep(companyID, many); r != nil {
 		reads = append(reads, *r)
 	}
-	if reads != nil {
-		if err := st.read(ctx, reads...); err != nil {
+	for _, r := range reads { // each planned, so each alone: the sweep's is a page's second
+		if err := st.read(ctx, r.planned()); err != nil {
 			return nil, nil, err
 		}
+	}
+	if reads != nil {
 		hits = append(hits, manyHits...)
 		slices.SortFunc(hits, comparePos)
 		hits = hits[:min(len(hits), sq.limit+1)]
@@ -570,7 +572,7 @@ func handleSearchCount(st *store, log *slog.Logger) http.Handler {
 		}
 		var n int64
 		count := eachRow[fieldID](sq.countSQL(), []any{t.companyID, sq.needle}, func(c *fieldID) { n = int64(*c) })
-		if err := st.read(r.Context(), count); err != nil {
+		if err := st.read(r.Context(), count.planned()); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
