@@ -182,6 +182,9 @@ func TestSearchFindsCustomTextEmailAndURLValues(t *testing.T) {
 		fmt.Sprintf("contact %d prefix custom.backup", backup), fmt.Sprintf("contact %d prefix custom.nick", both),
 		fmt.Sprintf("organization %d prefix custom.site", site), fmt.Sprintf("activity %d prefix custom.note", act))
 	wantHits(t, c.key, "zorrit", "", fmt.Sprintf("contact %d prefix name", both))
+	if n := countOf(t, c.key, "/v1/search/count?q=zorro"); n != 7 {
+		t.Errorf("count of zorro = %d; want 7", n)
+	}
 
 	fields := listPage[obj](t, c.key, "/v1/customFields?object=business").Data
 	wantStatus(t, call(t, "DELETE", itemPath("/v1/customFields", fields[0].id()), c.key, ""), http.StatusNoContent)
