@@ -11,8 +11,8 @@ import (
 
 // Expansion (API.md section 5): expand[]=name embeds the related object an id field points at, in
 // the answer of any request. The objects of a whole answer (one object or a list page) are loaded
-// with one query per kind of object (collect the ids, one `id = ANY($2)`), all in one round trip, so
-// a page costs the same whatever its length.
+// with one query per kind of object (collect the ids, one `id IN (SELECT unnest($2))`), all in one
+// round trip, so a page costs the same whatever its length.
 
 // relKind is a kind of related object, each loaded by one query.
 type relKind int
@@ -118,6 +118,10 @@ func unknownExpandDetail(v string, allowed []expansion) string {
 type related [numRelKinds]map[int64][]byte
 
 // loadRelated loads every object the expansions exps point at from objs: one query per kind.
+// Each takes its ids as a set (IN unnest), not as `id = ANY($2)`: after five runs PostgreSQL keeps
+// a plan made for any array, and for ANY that plan compares each of the company's rows with the
+// array's ids one by one (0.39 ms for a page's 100 organizations of 1,000, EXPLAIN ANALYZE), where
+// a set is hashed or looked up by the index (0.18 ms).
 func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID int64, exps []expansion, objs []T) (related, error) {
 	var ids [numRelKinds][]int64
 	for _, e := range exps {
@@ -133,7 +137,7 @@ func loadRelated[T any, P object[T]](ctx context.Context, rd reader, companyID i
 		}
 		slices.Sort(kindIDs) // a page of contacts names the same few users again and again
 		rel[k] = make(map[int64][]byte)
-		reads = append(reads, relatedRead(relKind(k), ` AND id = ANY($2)`, []any{companyID, slices.Compact(kindIDs)}, rel[k]))
+		reads = append(reads, relatedRead(relKind(k), ` AND id IN (SELECT unnest($2::bigint[]))`, []any{companyID, slices.Compact(kindIDs)}, rel[k]))
 	}
 	if len(reads) == 0 {
 		return rel, nil
