@@ -252,6 +252,9 @@ func (sq *searchQuery) readCustom(ctx context.Context, st *store, companyID int6
 	var objects []objectName
 	err := st.read(ctx, rowsInto[objectName](&objects, `SELECT object FROM custom_fields WHERE company_id = $1
 		AND type IN ('text', 'email', 'url') AND deleted_at IS NULL GROUP BY object`, companyID))
+	if err != nil {
+		return err
+	}
 	for i, k := range sq.kinds {
 		if slices.Contains(objects, objectName(k.object)) {
 			withCustom := *k
@@ -259,7 +262,7 @@ func (sq *searchQuery) readCustom(ctx context.Context, st *store, companyID int6
 			sq.kinds[i] = &withCustom
 		}
 	}
-	return err
+	return nil
 }
 
 // objectName is a row of an object's name ("contact").
