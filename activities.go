@@ -123,34 +123,32 @@ type targets struct {
 	rel  *related
 }
 
-// ScanText reads the targets column of selectSQL, each target after its association's id, in any
-// order: "51:contacts:12,50:business:7", or NULL for none. It puts them in their associations' order.
+// ScanText reads the targets column of selectSQL, the activity's targets in order: "contacts:12,business:7",
+// or "" for none.
 func (ts *targets) ScanText(v pgtype.Text) error {
 	ts.list = nil
-	if !v.Valid {
+	if v.String == "" {
 		return nil
 	}
-	type made struct {
-		assoc int64
-		target
-	}
-	var all []made
 	for s := range strings.SplitSeq(v.String, ",") {
-		assocText, rest, _ := strings.Cut(s, ":")
-		path, idText, _ := strings.Cut(rest, ":")
-		assoc, err1 := strconv.ParseInt(assocText, 10, 64)
-		id, err2 := strconv.ParseInt(idText, 10, 64)
+		path, idText, _ := strings.Cut(s, ":")
+		id, err := strconv.ParseInt(idText, 10, 64)
 		k := kindOf(path)
-		if err1 != nil || err2 != nil || k == nil {
+		if err != nil || k == nil {
 			return fmt.Errorf("activity target %q", s)
 		}
-		all = append(all, made{assoc, target{k, id}})
-	}
-	slices.SortFunc(all, func(x, y made) int { return cmp.Compare(x.assoc, y.assoc) })
-	for _, m := range all {
-		ts.list = append(ts.list, m.target)
+		ts.list = append(ts.list, target{k, id})
 	}
 	return nil
+}
+
+// stored is the list as activities.targets holds it (schema/0022).
+func (ts *targets) stored() []string {
+	out := make([]string, len(ts.list))
+	for i, t := range ts.list {
+		out[i] = t.kind.path + ":" + strconv.FormatInt(t.id, 10)
+	}
+	return out
 }
 
 // appendJSON writes the targets: [{"object": "contact", "id": "12"}, ...], each with "data" when expanded.
@@ -232,9 +230,7 @@ var activities = &resource{
 	table: "activities",
 	selectSQL: `SELECT id, type, subject, body, occurred_at, due_at, done_at, duration_seconds, user_owner_id,
 		user_creator_id, created_at, updated_at, version, ` + customColumns("activities", "activity") + `,
-		(SELECT string_agg(t.id || ':' || t.b_kind || ':' || t.b_id, ',') FROM associations t
-			WHERE t.company_id = $1 AND t.a_id = activities.id AND t.` + targetsSQL + `)
-		FROM activities WHERE company_id = $1`,
+		array_to_string(targets, ',') FROM activities WHERE company_id = $1`,
 	countSQL:   `SELECT count(*) FROM activities WHERE company_id = $1`,
 	event:      "activity",
 	lists:      activityLists,
@@ -382,11 +378,11 @@ func createActivity(ctx context.Context, tx *tx, t tenant, a activity) (activity
 		return a, err
 	}
 	const q = `INSERT INTO activities (company_id, user_creator_id, type, subject, body, occurred_at, due_at, done_at,
-		duration_seconds, user_owner_id, custom)
-		VALUES ($1, $2, $3, $4, $5, coalesce($6, date_trunc('milliseconds', now())), $7, $8, $9, $10, $11::json)
+		duration_seconds, user_owner_id, custom, targets)
+		VALUES ($1, $2, $3, $4, $5, coalesce($6, date_trunc('milliseconds', now())), $7, $8, $9, $10, $11::json, $12)
 		RETURNING id, occurred_at, created_at, updated_at, version`
 	a.UserCreatorID = t.userID
-	err := tx.queryRow(ctx, q, append([]any{t.companyID, t.userID}, a.writableValues()...),
+	err := tx.queryRow(ctx, q, append([]any{t.companyID, t.userID}, append(a.writableValues(), a.Targets.stored())...),
 		&a.ID, &a.OccurredAt, &a.CreatedAt, &a.UpdatedAt, &a.Version)
 	if err != nil {
 		return a, fmt.Errorf("insert activity: %w", mapWriteError(err))

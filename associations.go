@@ -146,7 +146,8 @@ func lockEnds(ctx context.Context, tx *tx, companyID int64, items []*association
 }
 
 // lockObjects returns the reads that lock the company's objects ids (by kind) FOR KEY SHARE, and
-// what they fill once run: whether each is there.
+// what they fill once run: whether each is there. An activity's lock is FOR NO KEY UPDATE: the write
+// of its targets writes its list (targetsAdded), and two writes of the same activities wait in turn.
 func lockObjects(companyID int64, ids map[*assocKind][]int64) (map[*assocKind]map[int64]bool, []read) {
 	found := map[*assocKind]map[int64]bool{}
 	var reads []read
@@ -156,7 +157,11 @@ func lockObjects(companyID int64, ids map[*assocKind][]int64) (map[*assocKind]ma
 			continue
 		}
 		found[k] = map[int64]bool{}
-		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR KEY SHARE`
+		lock := "KEY SHARE"
+		if k == activityKind {
+			lock = "NO KEY UPDATE"
+		}
+		q := `SELECT id FROM ` + k.res.table + ` WHERE company_id = $1 AND id = ANY($2) ORDER BY id FOR ` + lock
 		reads = append(reads, eachRow[fieldID](q, []any{companyID, kindIDs}, func(id *fieldID) { found[k][int64(*id)] = true }))
 	}
 	return found, reads
@@ -208,14 +213,32 @@ func createAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 
 // insertAssociations stores the rows of assocRows.args that are not there, in their order, and returns
 // those it stored. An activity's target (no label) holds copies of the activity's place and type
-// (schema/0020).
-const insertAssociations = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, label, occurred_at, due_at, done_at, type)
+// (schema/0020), and is added to its list (targetListSQL).
+const insertAssociations = `WITH made AS (INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, label, occurred_at, due_at, done_at, type)
 	SELECT $1, r.a_kind, r.a_id, r.b_kind, r.b_id, r.label, a.occurred_at, a.due_at, a.done_at, a.type
 	FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]) WITH ORDINALITY AS r (a_kind, a_id, b_kind, b_id, label, n)
 	LEFT JOIN activities a ON r.a_kind = 'activities' AND r.label = '' AND a.company_id = $1 AND a.id = r.a_id
 	ORDER BY r.n
 	ON CONFLICT (company_id, a_kind, a_id, b_kind, b_id, label) DO NOTHING
-	RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+	RETURNING id, a_kind, a_id, b_kind, b_id, label, created_at), ` + targetsAdded + `
+	SELECT a_kind, a_id, b_kind, b_id, label, created_at FROM made ORDER BY id`
+
+// targetsAdded and targetsRemoved keep activities.targets (schema/0022) equal to the activities'
+// target rows, in their ids' order, in the statement that writes those rows (made or gone, with
+// their ids): each activity's new ones appended, those gone taken out. Each works from the row as
+// it is when the statement gets its lock, so that concurrent writes of one activity's targets add
+// up. An activity's create writes its list with its row: targetsAdded leaves a list that holds its
+// rows already.
+const (
+	targetsAdded = `listed AS (UPDATE activities x SET targets = x.targets || n.targets
+		FROM (SELECT a_id, array_agg(b_kind || ':' || b_id ORDER BY id) AS targets FROM made
+			WHERE ` + targetsSQL + ` GROUP BY a_id) n
+		WHERE x.company_id = $1 AND x.id = n.a_id AND NOT x.targets @> n.targets)`
+	targetsRemoved = `listed AS (UPDATE activities x
+		SET targets = ARRAY(SELECT t FROM unnest(x.targets) WITH ORDINALITY AS u (t, i) WHERE t <> ALL(n.targets) ORDER BY i)
+		FROM (SELECT a_id, array_agg(b_kind || ':' || b_id) AS targets FROM gone WHERE ` + targetsSQL + ` GROUP BY a_id) n
+		WHERE x.company_id = $1 AND x.id = n.a_id)`
+)
 
 // deleteAssociations deletes the items without an err in tx, each with its association.deleted
 // event; an item that is not there fails with errNotFound. Round trips: the DELETE (with BEGIN);
@@ -223,9 +246,10 @@ const insertAssociations = `INSERT INTO associations (company_id, a_kind, a_id, 
 func deleteAssociations(ctx context.Context, tx *tx, companyID int64, items []*association) error {
 	rows := rowsOf(items)
 	deleted := map[string]time.Time{} // by assocRow.key
-	const q = `DELETE FROM associations WHERE company_id = $1 AND (a_kind, a_id, b_kind, b_id, label) IN
+	const q = `WITH gone AS (DELETE FROM associations WHERE company_id = $1 AND (a_kind, a_id, b_kind, b_id, label) IN
 			(SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]))
-		RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+		RETURNING a_kind, a_id, b_kind, b_id, label, created_at), ` + targetsRemoved + `
+		SELECT * FROM gone`
 	if len(rows.labels) > 0 {
 		if err := tx.read(ctx, eachRow[assocRow](q, rows.args(companyID), func(r *assocRow) { deleted[r.key()] = r.createdAt })); err != nil {
 			return fmt.Errorf("delete associations: %w", err)
@@ -314,8 +338,9 @@ func (r *assocRow) seenFrom(k *assocKind) *association {
 // takes with it. Round trips: the DELETE; the events go with the next.
 func removeAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKind, ids []int64) ([]assocRow, error) {
 	var rows []assocRow
-	const q = `DELETE FROM associations WHERE company_id = $1 AND (a_kind = $2 AND a_id = ANY($3) OR b_kind = $2 AND b_id = ANY($3))
-		RETURNING a_kind, a_id, b_kind, b_id, label, created_at`
+	const q = `WITH gone AS (DELETE FROM associations WHERE company_id = $1 AND (a_kind = $2 AND a_id = ANY($3) OR b_kind = $2 AND b_id = ANY($3))
+		RETURNING a_kind, a_id, b_kind, b_id, label, created_at), ` + targetsRemoved + `
+		SELECT * FROM gone`
 	if err := tx.read(ctx, rowsInto[assocRow](&rows, q, companyID, k.path, ids)); err != nil {
 		return nil, fmt.Errorf("delete associations: %w", err)
 	}

@@ -136,10 +136,11 @@ func seedDemo(tx *tx, nc newCompany) {
 			date_trunc('milliseconds', now()) - i * interval '1 day',
 			CASE WHEN i % 5 = 2 THEN date_trunc('milliseconds', now()) + i * interval '1 day' END, $2, $2
 		FROM generate_series(1, 10) AS i`
-	const qTargets = `INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, occurred_at, due_at, done_at, type)
+	const qTargets = `WITH made AS (INSERT INTO associations (company_id, a_kind, a_id, b_kind, b_id, occurred_at, due_at, done_at, type)
 		SELECT $1, 'activities', a.id, 'business', b.id, a.occurred_at, a.due_at, a.done_at, a.type
 		FROM (SELECT id, occurred_at, due_at, done_at, type, row_number() OVER (ORDER BY id) AS n FROM activities WHERE company_id = $1) AS a
-		JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM business WHERE company_id = $1) AS b USING (n)`
+		JOIN (SELECT id, row_number() OVER (ORDER BY id) AS n FROM business WHERE company_id = $1) AS b USING (n)
+		RETURNING id, a_kind, a_id, b_kind, b_id, label), ` + targetsAdded + ` SELECT count(*) FROM made`
 	tx.queue(qOrgs, nc.CompanyID)
 	tx.queue(qUsers, nc.CompanyID)
 	tx.queue(qContacts, nc.CompanyID, nc.UserID)

@@ -47,7 +47,7 @@ func utcOf(x string) string { return fmt.Sprintf(utc, x) }
 // activity g, one every 30 s of 2025 on, is of type note, task, call, meeting or email in turn, done
 // when g is even, due (g mod 30 days after it occurred) when a task, call or meeting; it targets the
 // business record g mod $3 (by position) and, when g is odd, contact g. Each has its activity.created
-// event, each target its association.created, and each of the first $3 business records
+// event, each target its association.created (and its place in the activity's list), and each of the first $3 business records
 // recordUpdates business.updated events spread over the same time. With $3 prime to 10, each of those
 // records has $2 / $3 activities of every type, half of them not done. The activities' ids are 1 to
 // $2 in a new database (cleanLoad keeps those).
@@ -70,6 +70,10 @@ var activitiesSQL = []string{
 	 SELECT $1, 'activities', a.id, e.kind, e.id, a.created_at, a.occurred_at, a.due_at, a.done_at, a.type
 	 FROM a, b, c, LATERAL (VALUES (1, 'business', b.lo + a.g % $3), (2, 'contacts', CASE WHEN a.g % 2 = 1 THEN c.lo + (a.g - 1) % $2 END)) AS e (n, kind, id)
 	 WHERE e.id IS NOT NULL ORDER BY a.id, e.n`,
+	`UPDATE activities a SET targets = t.targets
+	 FROM (SELECT a_id, array_agg(b_kind || ':' || b_id ORDER BY id) AS targets FROM associations
+	     WHERE company_id = $1 AND a_kind = 'activities' GROUP BY a_id) t
+	 WHERE a.company_id = $1 AND a.id = t.a_id`,
 	`WITH t AS (SELECT a_id, json_agg(json_build_object('object', CASE b_kind WHEN 'contacts' THEN 'contact' ELSE b_kind END,
 	         'id', CASE b_kind WHEN 'contacts' THEN to_json(b_id::text) ELSE to_json(b_id) END) ORDER BY id) AS targets
 	     FROM associations WHERE company_id = $1 AND a_kind = 'activities' GROUP BY a_id)
