@@ -306,27 +306,34 @@ func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID in
 			eventIDs = append(eventIDs, k.id)
 		}
 	}
-	acts, evs := map[int64][]byte{}, map[int64][]byte{}
+	var objs []byte // the objects' JSON, each at its span in acts or evs: one buffer, not one each
+	acts, evs := map[int64][2]int{}, map[int64][2]int{}
+	add := func(m map[int64][2]int, id int64, appendJSON func([]byte) []byte) {
+		from := len(objs)
+		objs = appendJSON(objs)
+		m[id] = [2]int{from, len(objs)}
+	}
 	err := st.read(ctx,
-		eachRow[activity](activities.selectSQL+` AND id = ANY($2)`, []any{companyID, actIDs}, func(a *activity) { acts[a.ID] = a.appendJSON(nil) }),
-		eachRow[event](events.selectSQL+` AND id = ANY($2)`, []any{companyID, eventIDs}, func(e *event) { evs[e.ID] = e.appendJSON(nil) }))
+		eachRow[activity](activities.selectSQL+` AND id = ANY($2)`, []any{companyID, actIDs}, func(a *activity) { add(acts, a.ID, a.appendJSON) }),
+		eachRow[event](events.selectSQL+` AND id = ANY($2)`, []any{companyID, eventIDs}, func(e *event) { add(evs, e.ID, e.appendJSON) }))
 	if err != nil {
 		return nil, err
 	}
-	b := append(make([]byte, 0, 2048*len(keys)+256), `{"data":[`...)
+	b := append(make([]byte, 0, len(objs)+64*len(keys)+256), `{"data":[`...)
 	for _, k := range keys {
-		kind, data := "event", evs[k.id]
+		kind, spans := "event", evs
 		if k.rank == rankActivity {
-			kind, data = "activity", acts[k.id]
+			kind, spans = "activity", acts
 		}
-		if data == nil {
+		at, ok := spans[k.id]
+		if !ok {
 			continue
 		}
 		if b[len(b)-1] != '[' {
 			b = append(b, ',')
 		}
 		b = appendObject(b, "kind", &kind, "at", &k.at)
-		b = append(append(append(b[:len(b)-1], `,"`+kind+`":`...), data...), '}')
+		b = append(append(append(b[:len(b)-1], `,"`+kind+`":`...), objs[at[0]:at[1]]...), '}')
 	}
 	b = appendPagination(append(b, "],"...), tq.limit, next)
 	return append(b, "}\n"...), nil
