@@ -43,18 +43,30 @@ type timelineQuery struct {
 	snapshot   string       // the walk's snapshot; "": the first page's, now
 }
 
-// timelineKey is an entry's place in a timeline, and the snapshot of the walk that read it.
+// timelineKey is an entry's place in a timeline, and the snapshot of the walk that read it; an
+// event's entry holds the event, read with its place (timelineEventsSQL).
 type timelineKey struct {
 	rank     int64
 	at       time.Time
 	id       int64
 	snapshot string
+	ev       event
 }
 
-func (k *timelineKey) scanDest() []any { return []any{&k.rank, &k.at, &k.id, &k.snapshot} }
+func (k *timelineKey) scanDest() []any {
+	e := &k.ev
+	return []any{&k.rank, &k.at, &k.id, &k.snapshot, &e.xid, &e.Type, &e.CreatedAt, &e.RequestID, &e.Object, &e.Previous}
+}
+
+// The columns of an event (events.selectSQL's but its id) that a page's places carry, and what an
+// activity's place carries in their stead.
+const (
+	timelineEventColumns = `xid::text::bigint AS xid, type, created_at, request_id, object, previous`
+	timelineNoEvent      = `0::bigint AS xid, ''::text AS type, now() AS created_at, ''::text AS request_id, ''::text AS object, NULL::text AS previous`
+)
 
 // handleTimeline answers GET /v1/{kind}/{id}/timeline, for k's objects: a page of entries, as a list.
-// Round trips: the page's places with the object's existence, then the page's activities and events.
+// Round trips: the page's places, with its events, and the object's existence; then the page's activities.
 func handleTimeline(st *store, k *assocKind, log *slog.Logger) http.Handler {
 	allowed := append(timelineSpec.params(true), "kind", "type")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -220,11 +232,11 @@ func (tq *timelineQuery) cursor(key []byte, companyID int64, k timelineKey) stri
 // activity.updated that changed occurredAt is where that event's previousAttributes says it was). A
 // first page's snapshot is its statement's own, which sees every row it reads placed: it has no moved
 // part, and reads no event. Read whole, a record's 400 activities were most of a page's cost.
-const timelinePlacedSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id FROM associations t
+const timelinePlacedSQL = `SELECT 0 AS rank, t.occurred_at AS at, t.a_id AS id, ` + timelineNoEvent + ` FROM associations t
 	WHERE t.company_id = $1 AND t.b_kind = %[1]s AND t.b_id = %[2]s AND t.` + targetsSQL + `
 		AND pg_visible_in_snapshot(t.placed, %[4]s) AND t.type = ANY(%[3]s::text[])`
 
-const timelineMovedSQL = `SELECT 0 AS rank, coalesce(m.was, t.occurred_at) AS at, t.a_id AS id
+const timelineMovedSQL = `SELECT 0 AS rank, coalesce(m.was, t.occurred_at) AS at, t.a_id AS id, ` + timelineNoEvent + `
 	FROM associations t LEFT JOIN LATERAL (
 		SELECT e.type, (e.previous::json ->> 'occurredAt')::timestamptz AS was FROM events e
 		WHERE e.company_id = $1 AND e.about = 'activity:' || t.a_id AND NOT pg_visible_in_snapshot(e.xid, %[4]s)
@@ -235,8 +247,9 @@ const timelineMovedSQL = `SELECT 0 AS rank, coalesce(m.was, t.occurred_at) AS at
 
 // timelineEventsSQL is the SELECT of the places of the events whose column %[1]s (about or
 // about_other) is the object %[2]s, of the types %[3]s, that the snapshot %[4]s saw, of the kinds of
-// objects the key reads (%[5]s, associationsReadSQL).
-const timelineEventsSQL = `SELECT 1 AS rank, created_at AS at, id FROM events
+// objects the key reads (%[5]s, associationsReadSQL), with the events: the walk reads each event's
+// row, and a second read of a page's events by key cost 4 buffers each.
+const timelineEventsSQL = `SELECT 1 AS rank, created_at AS at, id, ` + timelineEventColumns + ` FROM events
 	WHERE company_id = $1 AND %[1]s = %[2]s AND pg_visible_in_snapshot(xid, %[4]s) AND type = ANY(%[3]s::text[]) AND %[5]s`
 
 // pageSQL returns the statement of the places of a page's entries, and one more, newest first: each
@@ -264,7 +277,7 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 	limit := arg(tq.limit + 1)
 	var branches []string
 	page := func(inner string) {
-		branches = append(branches, "(SELECT rank, at, id FROM ("+inner+") b"+where+" ORDER BY at DESC, id DESC LIMIT "+limit+")")
+		branches = append(branches, "(SELECT * FROM ("+inner+") b"+where+" ORDER BY at DESC, id DESC LIMIT "+limit+")")
 	}
 	if tq.acts != nil {
 		kind, id, types := arg(tq.kind.path), arg(tq.id), arg(tq.acts)
@@ -280,14 +293,15 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 		page(fmt.Sprintf(timelineEventsSQL, "about_other", ref, types, snapshot, readable))
 	}
 	if branches == nil { // kind and type leave nothing to show
-		page(`SELECT 0 AS rank, now() AS at, $1::bigint AS id WHERE false`)
+		page(`SELECT 0 AS rank, now() AS at, $1::bigint AS id, ` + timelineNoEvent + ` WHERE false`)
 	}
-	return `SELECT rank, at, id, ` + snapshot + `::text FROM (` + strings.Join(branches, " UNION ALL ") + `) p
+	return `SELECT rank, at, id, ` + snapshot + `::text, xid, type, created_at, request_id, object, previous
+		FROM (` + strings.Join(branches, " UNION ALL ") + `) p
 		ORDER BY at DESC, rank DESC, id DESC LIMIT ` + limit, args
 }
 
-// appendPage reads the activities and events of the page's places keys (one round trip) and returns
-// the body of the answer. An activity deleted since its place was read is left out.
+// appendPage reads the activities of the page's places keys (one round trip) and returns the body of
+// the answer, with the events the keys hold. An activity deleted since its place was read is left out.
 func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID int64, keys []timelineKey) ([]byte, error) {
 	next := ""
 	if len(keys) > tq.limit {
@@ -298,24 +312,24 @@ func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID in
 		}
 		next = tq.cursor(key, companyID, keys[len(keys)-1])
 	}
-	var actIDs, eventIDs []int64
-	for _, k := range keys {
-		if k.rank == rankActivity {
-			actIDs = append(actIDs, k.id)
-		} else {
-			eventIDs = append(eventIDs, k.id)
-		}
-	}
-	var objs []byte // the objects' JSON, each at its span in acts or evs: one buffer, not one each
+	objs := make([]byte, 0, 512*len(keys)) // the objects' JSON, each at its span in acts or evs: one buffer, not one each
 	acts, evs := map[int64][2]int{}, map[int64][2]int{}
 	add := func(m map[int64][2]int, id int64, appendJSON func([]byte) []byte) {
 		from := len(objs)
 		objs = appendJSON(objs)
 		m[id] = [2]int{from, len(objs)}
 	}
+	var actIDs []int64
+	for i, k := range keys {
+		if k.rank == rankActivity {
+			actIDs = append(actIDs, k.id)
+		} else {
+			keys[i].ev.ID = k.id
+			add(evs, k.id, keys[i].ev.appendJSON)
+		}
+	}
 	err := st.read(ctx,
-		eachRow[activity](activities.selectSQL+` AND id = ANY($2)`, []any{companyID, actIDs}, func(a *activity) { add(acts, a.ID, a.appendJSON) }),
-		eachRow[event](events.selectSQL+` AND id = ANY($2)`, []any{companyID, eventIDs}, func(e *event) { add(evs, e.ID, e.appendJSON) }))
+		eachRow[activity](activities.selectSQL+` AND id = ANY($2)`, []any{companyID, actIDs}, func(a *activity) { add(acts, a.ID, a.appendJSON) }))
 	if err != nil {
 		return nil, err
 	}
