@@ -177,6 +177,16 @@ func TestActivityTargetsAreAssociations(t *testing.T) {
 	if diff := cmp.Diff([]string{fmt.Sprintf("contact %d", ana)}, targetsOf(t, decode[obj](t, mustGet(t, c.key, path).body))); diff != "" {
 		t.Errorf("targets after the delete and the merge (-want +got):\n%s", diff)
 	}
+	// A target made from its other end joins the list, last; deleted there, it leaves it.
+	fromDeal := fmt.Sprintf("/v1/business/%d/associations/activities/%d", deal, call1.id())
+	wantStatus(t, call(t, "PUT", fromDeal, c.key, ""), http.StatusCreated)
+	if diff := cmp.Diff([]string{fmt.Sprintf("contact %d", ana), fmt.Sprintf("business %d", deal)}, targetsOf(t, decode[obj](t, mustGet(t, c.key, path).body))); diff != "" {
+		t.Errorf("targets after the PUT from the deal (-want +got):\n%s", diff)
+	}
+	wantStatus(t, call(t, "DELETE", fromDeal, c.key, ""), http.StatusNoContent)
+	if diff := cmp.Diff([]string{fmt.Sprintf("contact %d", ana)}, targetsOf(t, decode[obj](t, mustGet(t, c.key, path).body))); diff != "" {
+		t.Errorf("targets after the DELETE from the deal (-want +got):\n%s", diff)
+	}
 	// Deleting the activity takes its associations with it.
 	wantStatus(t, call(t, "DELETE", path, c.key, ""), http.StatusNoContent)
 	if n := countOf(t, c.key, fmt.Sprintf("/v1/contacts/%d/associations/activities/count", ana)); n != 0 {
