@@ -379,13 +379,21 @@ func lockItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource
 	var runs []int // the items that run, in order
 	for i, it := range items {
 		if it.pre == nil {
-			ids = append(ids, it.id)
 			keys = append(keys, it.key)
 			runs = append(runs, i)
 		}
+		if it.pre == nil && it.id != 0 { // a create's is 0
+			ids = append(ids, it.id)
+		}
 	}
 	var olds []T
-	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, companyID, ids)}
+	var reads []read
+	// None for a create: for a company the statistics know as small, as a new one importing is,
+	// PostgreSQL plans company_id = $1 AND id = ANY($2) as a walk of all the company's rows with
+	// the ids as a filter, so each batch of an import read every row the import wrote before it.
+	if len(ids) > 0 {
+		reads = append(reads, rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, companyID, ids))
+	}
 	var matches []matchRow // upsert: one for each item that runs
 	if op == "upsert" {
 		reads = upsertReads[T, P](btx, res, m, companyID, keys, &olds, &matches)
