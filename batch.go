@@ -379,13 +379,21 @@ func lockItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource
 	var runs []int // the items that run, in order
 	for i, it := range items {
 		if it.pre == nil {
-			ids = append(ids, it.id)
 			keys = append(keys, it.key)
 			runs = append(runs, i)
 		}
+		if it.pre == nil && it.id != 0 { // a create's is 0
+			ids = append(ids, it.id)
+		}
 	}
 	var olds []T
-	reads := []read{rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, companyID, ids)}
+	var reads []read
+	// None for a create: for a company the statistics know as small, as a new one importing is,
+	// PostgreSQL plans company_id = $1 AND id = ANY($2) as a walk of all the company's rows with
+	// the ids as a filter, so each batch of an import read every row the import wrote before it.
+	if len(ids) > 0 {
+		reads = append(reads, rowsInto[T, P](&olds, res.selectSQL+` AND id = ANY($2) ORDER BY id FOR UPDATE`, companyID, ids))
+	}
 	var matches []matchRow // upsert: one for each item that runs
 	if op == "upsert" {
 		reads = upsertReads[T, P](btx, res, m, companyID, keys, &olds, &matches)
@@ -445,9 +453,9 @@ func matchItem[T any, P writable[T]](it *batchItem[T], m upsertMatch, mr matchRo
 
 // runItems runs each item that has not failed through its write (runItem), in a goroutine of its
 // own, on a tx of its own that shares btx's connection: the items' statements go out together, one
-// round trip for each step of the writes (pipeline). What the items that succeeded queued last
-// (events, DELETEs) goes out with btx's next round trip, COMMIT. It returns the item whose statement
-// failed a round trip first.
+// round trip for each step of the writes (pipeline), a read they send alike once. What the items
+// that succeeded queued last (DELETEs, and their events in one statement) goes out with btx's next
+// round trip, COMMIT. It returns the item whose statement failed a round trip first.
 func runItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T], byID map[int64]*T) int {
 	p := &pipeline{c: btx.c, running: len(items), waiting: map[*tx]chan<- error{}, pending: map[*tx][]*pgx.QueuedQuery{}}
 	for range items {
@@ -470,11 +478,14 @@ func runItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 		})
 	}
 	wg.Wait()
+	var events []eventRow
 	for i, itx := range p.txs {
 		if items[i].err == nil {
 			btx.queued.QueuedQueries = append(btx.queued.QueuedQueries, itx.queued.QueuedQueries...)
+			events = append(events, itx.events...)
 		}
 	}
+	recordEvents(ctx, btx, t.companyID, events)
 	return p.blamed
 }
 

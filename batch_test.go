@@ -146,6 +146,43 @@ func TestBatchCreateRunsEachItemAsASingleCreate(t *testing.T) {
 	wantBatch(t, c.key, "/v1/organizations/batch/create", `{"items": [{"name": "Acme"}]}`, http.StatusOK, "created")
 }
 
+func TestBatchItemsThatReadAlikeFailAlone(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	defineField(t, c.key, `{"object": "contact", "key": "tier", "label": "Tier", "type": "select", "required": true,
+		"options": [{"value": "gold", "label": "Gold"}]}`)
+	defineField(t, c.key, `{"object": "contact", "key": "arr", "label": "ARR", "type": "number"}`)
+	// Items 0 and 1 send their reads alike, and so do 2 and 3: the batch sends each of them once.
+	// 4, 5 and 6 differ from them in one reference or custom value.
+	body := `{"atomic": false, "items": [
+		{"name": "A", "countryId": 724, "custom": {"tier": "gold"}},
+		{"name": "B", "countryId": 724, "custom": {"tier": "gold"}},
+		{"name": "C", "countryId": 724, "custom": {"tier": "gold", "arr": 7}},
+		{"name": "D", "countryId": 724, "custom": {"tier": "gold", "arr": 8}},
+		{"name": "E", "countryId": 999999999, "custom": {"tier": "gold"}},
+		{"name": "F", "countryId": 724, "stageId": 999999999, "custom": {"tier": "gold"}},
+		{"name": "G", "countryId": 724, "custom": {"arr": 9}}]}`
+	b := wantBatch(t, c.key, "/v1/contacts/batch/create", body, http.StatusMultiStatus, "created", "created", "created", "created",
+		"error:validation_failed", "error:validation_failed", "error:validation_failed")
+	var got []string
+	for _, d := range b.Data {
+		if d.Error != nil {
+			got = append(got, d.Error.Errors[0].Field+" "+d.Error.Errors[0].Message)
+		} else {
+			got = append(got, fmt.Sprint(d.Object["custom"]))
+		}
+	}
+	want := []string{"map[arr:<nil> tier:gold]", "map[arr:<nil> tier:gold]", "map[arr:7 tier:gold]", "map[arr:8 tier:gold]",
+		"items[4].countryId must be the id of an existing country", "items[5].stageId must be the id of an existing contact stage",
+		"items[6].custom.tier is required"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	if n := eventCount(t, c.id, "contact.created"); n != 4 {
+		t.Errorf("%d contact.created events; want 4, of the items created", n)
+	}
+}
+
 func TestBatchRefusesBadBodies(t *testing.T) {
 	t.Parallel()
 	c := newTestCompany(t)

@@ -165,7 +165,7 @@ func checkBusinessRefs(ctx context.Context, tx *tx, companyID int64, b *business
 		NOT EXISTS (SELECT FROM boards WHERE company_id = $1 AND id = $6)
 			OR EXISTS (SELECT FROM stages WHERE company_id = $1 AND board_id = $6 AND id = $7)`
 	var ok [6]bool
-	err := tx.queryRow(ctx, q, []any{companyID, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
+	err := tx.queryRowAlike(ctx, q, []any{companyID, b.StatusID, b.OrganizationID, b.CurrencyID, b.UserOwnerID, b.BoardID, b.StageID},
 		&ok[0], &ok[1], &ok[2], &ok[3], &ok[4], &ok[5])
 	if err != nil {
 		return fmt.Errorf("check business references: %w", err)
@@ -191,7 +191,7 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 				ELSE $4 END
 			FROM companies c LEFT JOIN boards d ON d.company_id = c.id AND d.is_default
 			WHERE c.id = $1`
-		err := tx.queryRow(ctx, defaults, []any{t.companyID, b.CurrencyID, b.BoardID, b.StageID},
+		err := tx.queryRowAlike(ctx, defaults, []any{t.companyID, b.CurrencyID, b.BoardID, b.StageID},
 			&b.CurrencyID, &b.BoardID, &b.StageID)
 		if err != nil {
 			return b, fmt.Errorf("business defaults: %w", err)

@@ -160,7 +160,7 @@ func checkContactRefs(ctx context.Context, tx *tx, companyID int64, c *contact) 
 		$4::bigint IS NULL OR EXISTS (SELECT FROM organizations WHERE company_id = $1 AND id = $4),
 		$5::bigint IS NULL OR EXISTS (SELECT FROM users WHERE company_id = $1 AND id = $5)`
 	var ok [4]bool
-	err := tx.queryRow(ctx, q, []any{companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID},
+	err := tx.queryRowAlike(ctx, q, []any{companyID, c.CountryID, c.StageID, c.OrganizationID, c.AssignedToID},
 		&ok[0], &ok[1], &ok[2], &ok[3])
 	if err != nil {
 		return fmt.Errorf("check contact references: %w", err)

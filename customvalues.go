@@ -187,10 +187,10 @@ func queueCustomFields(tx *tx, companyID int64, object string, members []member,
 		keys = append(keys, m.name)
 	}
 	fields := []customField{}
-	tx.queueRead(rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 AND (key = ANY($3) OR $4 AND required)
+	tx.queueAlike(rowsInto[customField](&fields, customFields.selectSQL+` AND object = $2 AND (key = ANY($3) OR $4 AND required)
 		ORDER BY id`, companyID, object, keys, cv != nil))
 	if cv != nil {
-		tx.queueRead(read{`SELECT keys FROM custom_field_keys WHERE company_id = $1 AND object = $2`, []any{companyID, object},
+		tx.queueAlike(read{`SELECT keys FROM custom_field_keys WHERE company_id = $1 AND object = $2`, []any{companyID, object},
 			func(rows rows) error {
 				_, err := pgx.ForEachRow(rows, []any{&cv.defs}, func() error { return nil })
 				return err

@@ -157,6 +157,10 @@ type eventRow struct {
 // writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
 // whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
 func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
+	if tx.pipe != nil { // a batch's item: runItems records its items' events in one statement
+		tx.events = append(tx.events, evs...)
+		return
+	}
 	for chunk := range slices.Chunk(evs, 13000) {
 		args := []any{companyID, requestInfo(ctx).id}
 		var values []byte

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -10,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -234,7 +238,9 @@ func (s *store) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 type tx struct {
 	c      *pgx.Conn
 	queued pgx.Batch
-	pipe   *pipeline // a batch item's: its round trips go out with the other items' (runItems, batch.go)
+	pipe   *pipeline                   // a batch item's: its round trips go out with the other items' (runItems, batch.go)
+	alike  map[*pgx.QueuedQuery]string // a batch item's reads that items send alike (queueAlike), by statement and arguments
+	events []eventRow                  // a batch item's events, which its batch records in one statement (recordEvents)
 }
 
 // queue adds q to what goes out with the next round trip. If it fails, that round trip returns its
@@ -250,6 +256,32 @@ func (t *tx) queueRow(q string, args []any, check func(pgx.Row) error) {
 // queueRead queues r, whose rows it reads when the round trip that sends it returns.
 func (t *tx) queueRead(r read) {
 	t.queued.Queue(r.sql, r.args...).Query(r.rows)
+}
+
+// queueAlike is queueRead of a read of what a batch's writes do not change (the company's custom
+// fields, a reference check), which then returns the same rows to every item that sends it with the
+// same arguments: the batch sends it once, where the first item has it, and gives each its rows
+// (pipeline.stopped). Outside a batch it is queueRead.
+func (t *tx) queueAlike(r read) {
+	qq := t.queued.Queue(r.sql, r.args...)
+	qq.Query(r.rows)
+	if t.pipe != nil {
+		if t.alike == nil {
+			t.alike = map[*pgx.QueuedQuery]string{}
+		}
+		t.alike[qq] = r.sql + "\x00" + fmt.Sprint(r.args...)
+	}
+}
+
+// queryRowAlike is queryRow of a read that queueAlike takes.
+func (t *tx) queryRowAlike(ctx context.Context, q string, args []any, dest ...any) error {
+	t.queueAlike(read{q, args, func(rows rows) error {
+		if !rows.Next() {
+			return cmp.Or(rows.Err(), pgx.ErrNoRows)
+		}
+		return rows.Scan(dest...)
+	}})
+	return t.read(ctx)
 }
 
 // read sends what is queued and then reads, in one round trip: the reader of a write's transaction,
@@ -272,7 +304,8 @@ func (t *tx) queryRow(ctx context.Context, q string, args []any, dest ...any) er
 
 // pipeline sends the round trips of a batch's items, which run at once, each on a tx of its own over
 // the batch's connection: when every item still running waits, their statements go out together,
-// in item order. A create of 100 items is then 2 round trips where one after the other it was 200.
+// in item order, a read they send alike once (queueAlike). A create of 100 items is then 2 round
+// trips where one after the other it was 200, and 103 statements where each item's were 5.
 type pipeline struct {
 	c       *pgx.Conn
 	txs     []*tx // each item's
@@ -308,6 +341,7 @@ func (p *pipeline) stopped(ctx context.Context) {
 		return
 	}
 	var b pgx.Batch
+	sent := map[string]*keptRows{} // the reads sent alike, by statement and arguments
 	for i, t := range p.txs {
 		for _, qq := range p.pending[t] {
 			fn := qq.Fn
@@ -321,8 +355,18 @@ func (p *pipeline) stopped(ctx context.Context) {
 				}
 				return err
 			}
+			key, alike := t.alike[qq]
+			if kept, ok := sent[key]; alike && ok {
+				kept.readers = append(kept.readers, qq.Fn)
+				continue
+			}
+			if alike {
+				kept := &keptRows{typeMap: p.c.TypeMap(), readers: []func(pgx.BatchResults) error{qq.Fn}}
+				sent[key], qq.Fn = kept, kept.share
+			}
 			b.QueuedQueries = append(b.QueuedQueries, qq)
 		}
+		clear(t.alike)
 	}
 	err := p.c.SendBatch(ctx, &b).Close()
 	for _, done := range p.waiting {
@@ -331,6 +375,81 @@ func (p *pipeline) stopped(ctx context.Context) {
 	p.running += len(p.waiting)
 	clear(p.waiting)
 	clear(p.pending)
+}
+
+// keptRows are the rows of a read that items of a batch sent alike (queueAlike), read once and given
+// to each of its readers as if each had sent it: pgx.BatchResults and pgx.Rows over kept values.
+type keptRows struct {
+	typeMap *pgtype.Map
+	readers []func(pgx.BatchResults) error // each item's, in item order
+	fields  []pgconn.FieldDescription
+	values  [][][]byte
+	tag     pgconn.CommandTag
+	err     error
+	next    int // the row Next moves to
+}
+
+// share reads the rows of the statement and passes them to each reader; a reader's error ends it.
+// A failed read is the first reader's error.
+func (k *keptRows) share(br pgx.BatchResults) error {
+	rows, err := br.Query()
+	if err == nil {
+		k.fields = slices.Clone(rows.FieldDescriptions())
+		for rows.Next() {
+			values := make([][]byte, 0, len(k.fields))
+			for _, v := range rows.RawValues() { // pgx reuses its buffer
+				values = append(values, bytes.Clone(v))
+			}
+			k.values = append(k.values, values)
+		}
+		rows.Close()
+		k.tag, err = rows.CommandTag(), rows.Err()
+	}
+	k.err = err
+	for _, read := range k.readers {
+		k.next = 0
+		if err := read(keptResults{k}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keptResults is the pgx.BatchResults of kept rows, for each of their readers in turn.
+type keptResults struct{ k *keptRows }
+
+func (r keptResults) Exec() (pgconn.CommandTag, error) { return r.k.tag, r.k.err }
+func (r keptResults) Query() (pgx.Rows, error)         { return r.k, r.k.err }
+func (r keptResults) QueryRow() pgx.Row                { return r.k }
+func (r keptResults) Close() error                     { return nil }
+func (r keptResults) Tx() pgx.Tx                       { return nil }
+
+func (k *keptRows) Close()                                       {}
+func (k *keptRows) TypeMap() *pgtype.Map                         { return k.typeMap }
+func (k *keptRows) Err() error                                   { return k.err }
+func (k *keptRows) CommandTag() pgconn.CommandTag                { return k.tag }
+func (k *keptRows) FieldDescriptions() []pgconn.FieldDescription { return k.fields }
+func (k *keptRows) RawValues() [][]byte                          { return k.values[k.next-1] }
+func (k *keptRows) Conn() *pgx.Conn                              { return nil }
+
+func (k *keptRows) Next() bool {
+	if k.err != nil || k.next == len(k.values) {
+		return false
+	}
+	k.next++
+	return true
+}
+
+// Scan scans the current row; as pgx.Row (QueryRow), it moves to the first.
+func (k *keptRows) Scan(dest ...any) error {
+	if k.next == 0 && !k.Next() {
+		return cmp.Or(k.err, pgx.ErrNoRows)
+	}
+	return pgx.ScanRow(k.typeMap, k.fields, k.RawValues(), dest...)
+}
+
+func (k *keptRows) Values() ([]any, error) {
+	return nil, errors.New("the values of a read sent alike are scanned, not decoded")
 }
 
 // errPartWritten marks the error of a write function that failed after a statement of its own had
