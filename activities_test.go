@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -441,5 +442,40 @@ func TestTargetPagesFollowTheirActivities(t *testing.T) {
 	calls := listPage[obj](t, c.key, fmt.Sprintf("/v1/contacts/%d/timeline?type=call", ana)).Data
 	if len(calls) != 2 || obj(calls[0]["activity"].(map[string]any)).id() != a1 || obj(calls[1]["activity"].(map[string]any)).id() != a4 {
 		t.Errorf("Ana's timeline of calls = %v; want activities %d and %d", calls, a1, a4)
+	}
+}
+
+// A target's delete and a write of its activity that moves the activity's target rows run at once
+// without a deadlock: the delete locks the activities of the rows it takes before it takes them, as
+// the activity's write does.
+func TestTargetDeletesWaitForTheirActivitiesWrites(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	const n = 12
+	contacts, tasks := make([]int64, n), make([]int64, n)
+	deal := mustCreate(t, c.key, "/v1/business", `{"title": "Deal"}`)
+	for i := range n {
+		contacts[i] = mustCreate(t, c.key, "/v1/contacts", `{"name": "Ana"}`)
+		tasks[i] = mustCreate(t, c.key, "/v1/activities", fmt.Sprintf(`{"type": "task", "subject": "T",
+			"targets": [{"object": "contact", "id": %d}, {"object": "business", "id": %d}]}`, contacts[i], deal))
+	}
+	var wg sync.WaitGroup
+	statuses := make([][2]int, n)
+	for i := range n {
+		wg.Go(func() {
+			r := call(t, "PATCH", itemPath("/v1/activities", tasks[i]), c.key, `{"doneAt": "2030-01-04T10:00:00Z"}`)
+			statuses[i][0] = r.status
+		})
+		wg.Go(func() { statuses[i][1] = call(t, "DELETE", itemPath("/v1/contacts", contacts[i]), c.key, "").status })
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		if s != [2]int{http.StatusOK, http.StatusNoContent} {
+			t.Errorf("PATCH of task %d and DELETE of its contact at once: %v; want 200 and 204", i, s)
+		}
+		a := decode[obj](t, mustGet(t, c.key, itemPath("/v1/activities", tasks[i])).body)
+		if got := targetsOf(t, a); !slices.Equal(got, []string{fmt.Sprintf("business %d", deal)}) || a["doneAt"] == nil {
+			t.Errorf("task %d after both: targets %v, doneAt %v; want the deal's alone, done", i, got, a["doneAt"])
+		}
 	}
 }

@@ -228,7 +228,10 @@ const insertAssociations = `WITH made AS (INSERT INTO associations (company_id, 
 // their ids): each activity's new ones appended, those gone taken out. Each works from the row as
 // it is when the statement gets its lock, so that concurrent writes of one activity's targets add
 // up. An activity's create writes its list with its row: targetsAdded leaves a list that holds its
-// rows already.
+// rows already. A delete locks the activities first (in id order), as their own writes do before
+// they move or take their rows: a delete of a contact that took the row first, then waited for the
+// activity, met a PATCH marking the activity done, which held it and waited for the row (deadlock;
+// TestTargetDeletesWaitForTheirActivitiesWrites).
 const (
 	targetsAdded = `listed AS (UPDATE activities x SET targets = x.targets || n.targets
 		FROM (SELECT a_id, array_agg(b_kind || ':' || b_id ORDER BY id) AS targets FROM made
@@ -251,6 +254,10 @@ func deleteAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 		RETURNING a_kind, a_id, b_kind, b_id, label, created_at), ` + targetsRemoved + `
 		SELECT * FROM gone`
 	if len(rows.labels) > 0 {
+		const lock = `SELECT id FROM activities WHERE company_id = $1 AND id IN (SELECT a_id
+			FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]) AS r (a_kind, a_id, b_kind, b_id, label)
+			WHERE ` + targetsSQL + `) ORDER BY id FOR NO KEY UPDATE`
+		tx.queue(lock, rows.args(companyID)...) // before the rows: see targetsRemoved
 		if err := tx.read(ctx, eachRow[assocRow](q, rows.args(companyID), func(r *assocRow) { deleted[r.key()] = r.createdAt })); err != nil {
 			return fmt.Errorf("delete associations: %w", err)
 		}
@@ -341,6 +348,10 @@ func removeAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKi
 	const q = `WITH gone AS (DELETE FROM associations WHERE company_id = $1 AND (a_kind = $2 AND a_id = ANY($3) OR b_kind = $2 AND b_id = ANY($3))
 		RETURNING a_kind, a_id, b_kind, b_id, label, created_at), ` + targetsRemoved + `
 		SELECT * FROM gone`
+	const lock = `SELECT id FROM activities WHERE company_id = $1 AND id IN (SELECT a_id FROM associations
+		WHERE company_id = $1 AND (a_kind = $2 AND a_id = ANY($3) OR b_kind = $2 AND b_id = ANY($3)) AND ` + targetsSQL + `)
+		ORDER BY id FOR NO KEY UPDATE`
+	tx.queue(lock, companyID, k.path, ids) // before the rows: see targetsRemoved
 	if err := tx.read(ctx, rowsInto[assocRow](&rows, q, companyID, k.path, ids)); err != nil {
 		return nil, fmt.Errorf("delete associations: %w", err)
 	}
