@@ -269,7 +269,7 @@ func (t *tx) queueAlike(r read) {
 		if t.alike == nil {
 			t.alike = map[*pgx.QueuedQuery]string{}
 		}
-		t.alike[qq] = r.sql + "\x00" + fmt.Sprint(r.args...)
+		t.alike[qq] = r.sql + "\x00" + fmt.Sprintf("%#v", r.args) // Go syntax: one text for one list of values
 	}
 }
 
