@@ -257,8 +257,9 @@ func deleteAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 		const lock = `SELECT id FROM activities WHERE company_id = $1 AND id IN (SELECT a_id
 			FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[]) AS r (a_kind, a_id, b_kind, b_id, label)
 			WHERE ` + targetsSQL + `) ORDER BY id FOR NO KEY UPDATE`
-		tx.queue(lock, rows.args(companyID)...) // before the rows: see targetsRemoved
-		if err := tx.read(ctx, eachRow[assocRow](q, rows.args(companyID), func(r *assocRow) { deleted[r.key()] = r.createdAt })); err != nil {
+		args := rows.args(companyID)
+		tx.queue(lock, args...) // before the rows: see targetsRemoved
+		if err := tx.read(ctx, eachRow[assocRow](q, args, func(r *assocRow) { deleted[r.key()] = r.createdAt })); err != nil {
 			return fmt.Errorf("delete associations: %w", err)
 		}
 	}
