@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The timeline (API.md section 19): GET /v1/{contacts|business|organizations}/{id}/timeline, what
@@ -58,6 +60,54 @@ func (k *timelineKey) scanDest() []any {
 	return []any{&k.rank, &k.at, &k.id, &k.snapshot, &e.xid, &e.Type, &e.CreatedAt, &e.RequestID, &e.Object, &e.Previous}
 }
 
+// timelineRow is a row of a page's statement (pageSQL): an entry's place, with its event or, in the
+// columns after, its activity; an event's row has NULL there.
+type timelineRow struct {
+	key   timelineKey
+	act   activity
+	isAct bool     // the row has an activity
+	dest  [2][]any // the scan's destinations: the event's row's, the activity's row's
+}
+
+func (r *timelineRow) scanDest() []any { return []any{r} }
+
+// ScanRow scans a row of the page (pgx.RowScanner), leaving an event's NULL activity unread.
+func (r *timelineRow) ScanRow(rows pgx.Rows) error {
+	if r.dest[1] == nil {
+		keys, act := r.key.scanDest(), r.act.scanDest()
+		r.dest = [2][]any{append(keys, make([]any, len(act))...), append(keys, act...)}
+	}
+	r.isAct = rows.RawValues()[len(r.dest[0])-1] != nil // the activity's last column: its targets, never NULL
+	if r.isAct {
+		return rows.Scan(r.dest[1]...)
+	}
+	return rows.Scan(r.dest[0]...)
+}
+
+// timelinePage is a page's entries, each with its object's JSON at its span of objs; an activity
+// deleted since its place was read has none (-1).
+type timelinePage struct {
+	keys  []timelineKey
+	spans [][2]int
+	objs  []byte
+}
+
+// take adds the entry of row r (eachRow reuses r: what is kept is copied, its object as JSON).
+func (p *timelinePage) take(r *timelineRow) {
+	span := [2]int{-1, -1}
+	switch {
+	case r.key.rank == rankEvent:
+		r.key.ev.ID = r.key.id
+		span[0], p.objs = len(p.objs), r.key.ev.appendJSON(p.objs)
+	case r.isAct:
+		span[0], p.objs = len(p.objs), r.act.appendJSON(p.objs)
+	}
+	if span[0] >= 0 {
+		span[1] = len(p.objs)
+	}
+	p.keys, p.spans = append(p.keys, r.key), append(p.spans, span)
+}
+
 // The columns of an event (events.selectSQL's but its id) that a page's places carry, and what an
 // activity's place carries in their stead.
 const (
@@ -66,7 +116,7 @@ const (
 )
 
 // handleTimeline answers GET /v1/{kind}/{id}/timeline, for k's objects: a page of entries, as a list.
-// Round trips: the page's places, with its events, and the object's existence; then the page's activities.
+// Round trips: the page (with its events and activities); when it is empty, whether the object is there.
 func handleTimeline(st *store, k *assocKind, log *slog.Logger) http.Handler {
 	allowed := append(timelineSpec.params(true), "kind", "type")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -76,17 +126,20 @@ func handleTimeline(st *store, k *assocKind, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		var keys []timelineKey
-		found := false
+		p := &timelinePage{}
 		q, args := tq.pageSQL(t.companyID)
-		err = st.read(r.Context(), eachRow[fieldID](`SELECT 1 FROM `+k.res.table+` WHERE company_id = $1 AND id = $2`,
-			[]any{t.companyID, tq.id}, func(*fieldID) { found = true }), rowsInto[timelineKey](&keys, q, args...))
-		if err == nil && !found {
-			err = notFound(r.Context(), st.read, k.res, t.companyID, tq.id)
+		err = st.read(r.Context(), eachRow[timelineRow](q, args, p.take))
+		if err == nil && len(p.keys) == 0 { // none, or no object: the page holds entries only of an object that is there
+			found := false
+			err = st.read(r.Context(), eachRow[fieldID](`SELECT 1 FROM `+k.res.table+` WHERE company_id = $1 AND id = $2`,
+				[]any{t.companyID, tq.id}, func(*fieldID) { found = true }))
+			if err == nil && !found {
+				err = notFound(r.Context(), st.read, k.res, t.companyID, tq.id)
+			}
 		}
 		var b []byte
 		if err == nil {
-			b, err = tq.appendPage(r.Context(), st, t.companyID, keys)
+			b, err = tq.appendPage(r.Context(), st, t.companyID, p)
 		}
 		if err != nil {
 			writeError(w, r, log, err)
@@ -256,7 +309,11 @@ const timelineEventsSQL = `SELECT 1 AS rank, created_at AS at, id, ` + timelineE
 
 // pageSQL returns the statement of the places of a page's entries, and one more, newest first: each
 // kind's newest after the cursor within the at ranges (an index walk of the object's events, the
-// object's activities sorted), merged. Every row carries the walk's snapshot.
+// object's activities sorted), merged. Every row carries the walk's snapshot, and its event or its
+// activity (activities.selectSQL's columns, read by key: an event's row looks up id NULL, which reads
+// nothing, where "AND p.rank = 0" probed the index with the event's id). It has no rows when the
+// object is not there. Reading the page's activities in a statement of their own was a second round
+// trip.
 func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 	args := append([]any{companyID}, tq.args...) // $1, then the at ranges' values, as tq.where numbered them
 	arg := func(v any) string {
@@ -297,15 +354,19 @@ func (tq *timelineQuery) pageSQL(companyID int64) (string, []any) {
 	if branches == nil { // kind and type leave nothing to show
 		page(`SELECT 0 AS rank, now() AS at, $1::bigint AS id, ` + timelineNoEvent + ` WHERE false`)
 	}
-	return `SELECT rank, at, id, ` + snapshot + `::text, xid, type, created_at, request_id, object, previous
-		FROM (` + strings.Join(branches, " UNION ALL ") + `) p
-		ORDER BY at DESC, rank DESC, id DESC LIMIT ` + limit, args
+	self := arg(tq.id)
+	return `SELECT p.*, x.* FROM (SELECT rank, at, id, ` + snapshot + `::text, xid, type, created_at, request_id, object, previous
+			FROM (` + strings.Join(branches, " UNION ALL ") + `) u
+			ORDER BY at DESC, rank DESC, id DESC LIMIT ` + limit + `) p
+		LEFT JOIN LATERAL (` + activities.selectSQL + ` AND id = CASE p.rank WHEN 0 THEN p.id END) x ON true
+		WHERE EXISTS (SELECT FROM ` + tq.kind.res.table + ` WHERE company_id = $1 AND id = ` + self + `)
+		ORDER BY p.at DESC, p.rank DESC, p.id DESC`, args
 }
 
-// appendPage reads the activities of the page's places keys (one round trip) and returns the body of
-// the answer, with the events the keys hold. An activity deleted since its place was read is left out.
-func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID int64, keys []timelineKey) ([]byte, error) {
-	next := ""
+// appendPage returns the body of the answer of the page p. An entry without its object is left out
+// (none is expected: an activity's row and its target rows go together).
+func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID int64, p *timelinePage) ([]byte, error) {
+	keys, next := p.keys, ""
 	if len(keys) > tq.limit {
 		keys = keys[:tq.limit]
 		key, err := st.listCursorKey(ctx)
@@ -314,42 +375,21 @@ func (tq *timelineQuery) appendPage(ctx context.Context, st *store, companyID in
 		}
 		next = tq.cursor(key, companyID, keys[len(keys)-1])
 	}
-	objs := make([]byte, 0, 512*len(keys)) // the objects' JSON, each at its span in acts or evs: one buffer, not one each
-	acts, evs := map[int64][2]int{}, map[int64][2]int{}
-	add := func(m map[int64][2]int, id int64, appendJSON func([]byte) []byte) {
-		from := len(objs)
-		objs = appendJSON(objs)
-		m[id] = [2]int{from, len(objs)}
-	}
-	var actIDs []int64
+	b := append(make([]byte, 0, len(p.objs)+64*len(keys)+256), `{"data":[`...)
 	for i, k := range keys {
-		if k.rank == rankActivity {
-			actIDs = append(actIDs, k.id)
-		} else {
-			keys[i].ev.ID = k.id
-			add(evs, k.id, keys[i].ev.appendJSON)
-		}
-	}
-	err := st.read(ctx,
-		eachRow[activity](activities.selectSQL+` AND id = ANY($2)`, []any{companyID, actIDs}, func(a *activity) { add(acts, a.ID, a.appendJSON) }))
-	if err != nil {
-		return nil, err
-	}
-	b := append(make([]byte, 0, len(objs)+64*len(keys)+256), `{"data":[`...)
-	for _, k := range keys {
-		kind, spans := "event", evs
-		if k.rank == rankActivity {
-			kind, spans = "activity", acts
-		}
-		at, ok := spans[k.id]
-		if !ok {
+		span := p.spans[i]
+		if span[0] < 0 {
 			continue
+		}
+		kind := "event"
+		if k.rank == rankActivity {
+			kind = "activity"
 		}
 		if b[len(b)-1] != '[' {
 			b = append(b, ',')
 		}
 		b = appendObject(b, "kind", &kind, "at", &k.at)
-		b = append(append(append(b[:len(b)-1], `,"`+kind+`":`...), objs[at[0]:at[1]]...), '}')
+		b = append(append(append(b[:len(b)-1], `,"`+kind+`":`...), p.objs[span[0]:span[1]]...), '}')
 	}
 	b = appendPagination(append(b, "],"...), tq.limit, next)
 	return append(b, "}\n"...), nil

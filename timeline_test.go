@@ -222,6 +222,9 @@ func TestTimelineScopesAndBadRequests(t *testing.T) {
 	d := newTestCompany(t)
 	wantProblem(t, call(t, "GET", path+"/timeline", d.key, ""), http.StatusNotFound, "not_found")
 	wantProblem(t, call(t, "GET", "/v1/organizations/999999/timeline", c.key, ""), http.StatusNotFound, "not_found")
+	gone := mustCreate(t, c.key, "/v1/contacts", `{"name": "Gone"}`) // its events stay: contact.created, contact.deleted
+	wantStatus(t, call(t, "DELETE", itemPath("/v1/contacts", gone), c.key, ""), http.StatusNoContent)
+	wantProblem(t, call(t, "GET", itemPath("/v1/contacts", gone)+"/timeline", c.key, ""), http.StatusNotFound, "not_found")
 	wantProblem(t, call(t, "GET", itemPath("/v1/business", deal)+"/timeline", *makeKey(t, c.key, "contacts:read", "events:read").Key, ""),
 		http.StatusForbidden, "insufficient_scope")
 }
