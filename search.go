@@ -20,11 +20,12 @@ import (
 // accent-insensitively. schema/0019_search.sql holds each table's search document (the fields, each
 // between newlines, folded) with its trigram index, and the functions named here; docs/scaling.md
 // says why. Each hit is of one class, its best field's: exact (a field is q), prefix (a word of a
-// field starts with q) or contains. A page first reads each kind's candidates, its objects that
-// contain q, once: where they are few (searchFew), it classifies them all; the kinds with more are
-// read per class, in one UNION ALL of (class, kind) parts, each in id order from one index range,
-// read in order until the page is full. The cursor is (class, kind, id) and, per kind, where its
-// contains hits may start (searchQuery.floors).
+// field starts with q) or contains. A first page is first read by one statement on a plan kept for
+// every text (quickSQL), where its hits are there. Otherwise a page reads each kind's candidates, its
+// objects that contain q, once: where they are few (searchFew), it classifies them all; the kinds
+// with more are read per class, in one UNION ALL of (class, kind) parts, each in id order from one
+// index range, read in order until the page is full. The cursor is (class, kind, id) and, per kind,
+// where its contains hits may start (searchQuery.floors).
 
 const (
 	minSearchRunes = 2
@@ -479,9 +480,10 @@ func (sq *searchQuery) countSQL() string {
 	return `SELECT ` + strings.Join(counts, " + ")
 }
 
-// handleSearch answers GET /v1/search: {"data": [hits], "pagination": {...}}. Three to five round
-// trips (sq.run): the searched custom fields, the candidates, the hits of the kinds with many (if
-// any) and the sweep (if any), then the hits' objects.
+// handleSearch answers GET /v1/search: {"data": [hits], "pagination": {...}}. Two to five round
+// trips (sq.run): the searched custom fields (with the quick statement of a first page), the
+// candidates, the hits of the kinds with many (if any) and the sweep (if any), then the hits' objects;
+// where quick tells the page, the first and the last.
 func handleSearch(st *store, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := tenantOf(r)
@@ -547,13 +549,13 @@ var once = strings.NewReplacer(
 
 // quickSQL is the statement of a first page whose plan PostgreSQL may keep for every text, as its
 // work is bounded whatever the text is: each kind's exact hits from its exact index (schema/0021,
-// 0024), up to searchFew+1 of the company's. The look-up is alone in its CTE, the company's taken
-// from its rows after: a plan for no company in particular ANDed the look-up with the primary key's
-// bitmap of the company (1,000,000 ids, 28 ms where the look-up took 0.02), and where a company is a
-// small part of the table it would walk the company's ids instead. Then the hits of the next class, of the first kind,
-// among its first searchWalk objects by id, up to a page and one: part's statement on those rows,
-// of which those whose document holds q (as every hit's does) are first kept apart (OFFSET 0:
-// PostgreSQL would test part's regular expression first, and the walk then took three times as long).
+// 0024), up to searchFew+1 of the company's. Each look-up is alone in its CTE, the company's rows
+// taken from it after: a plan for no company in particular ANDed the look-up with the primary key's
+// bitmap of the company (1,000,000 ids, 28 ms where the look-up took 0.02), and where a company is
+// a small part of the table it could walk the company's ids instead. Then the hits of the next class,
+// of the first kind, among its first searchWalk objects by id, up to a page and one: part's statement
+// on those rows, of which those whose document holds q (as every hit's does) are first kept apart
+// (OFFSET 0: PostgreSQL would test part's regular expression first, three times as long a walk).
 func (sq *searchQuery) quickSQL() string {
 	ctes := make([]string, len(sq.kinds))
 	parts := make([]string, len(sq.kinds), len(sq.kinds)+1)
