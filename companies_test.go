@@ -16,7 +16,7 @@ func TestMigrateCommandThenDemoCompanyKeepsItsKey(t *testing.T) {
 	ctx := context.Background()
 	dbURL := freshDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
-	for _, want := range []string{"applied schema versions [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23]", "schema is current (version 23)"} {
+	for _, want := range []string{"applied schema versions [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24]", "schema is current (version 24)"} {
 		var out, errOut bytes.Buffer
 		if err := run(ctx, []string{"rolodex", "migrate"}, func(k string) string { return env[k] }, &out, &errOut); err != nil {
 			t.Fatalf("rolodex migrate: %v (stderr %q)", err, errOut.String())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -339,6 +340,12 @@ func TestSearchConditionsUseTheSearchIndexes(t *testing.T) {
 	if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, []any{1, "zyx wv"}); !strings.Contains(plan, "contacts_search_exact") {
 		t.Errorf("contacts, exact: not served by contacts_search_exact:\n%s", plan)
 	}
+	for _, k := range searchKinds[2:] { // business: as above
+		q := `SELECT count(*) FROM ` + k.res.table + ` o WHERE $1::bigint > 0 AND ` + k.lines + ` @> ARRAY[search_fold($2)]`
+		if plan := explainSQL(t, testEnv.st.db, `SET LOCAL enable_seqscan = off`, q, []any{1, "zyx wv"}); !strings.Contains(plan, k.res.table+"_search_exact") {
+			t.Errorf("%s, exact: not served by %s_search_exact:\n%s", k.res.table, k.res.table, plan)
+		}
+	}
 }
 
 // TestSearchWalksAKindOfManyCandidates: a kind with more than searchFew objects that contain q is
@@ -412,4 +419,75 @@ func TestSearchWalksAKindOfManyCandidates(t *testing.T) {
 func hitID(brief string) int64 {
 	id, _ := strconv.ParseInt(strings.Fields(brief)[1], 10, 64)
 	return id
+}
+
+// TestSearchQuickPageIsThePlannedOne: a first page is read by quick where q is common enough for its
+// walk, and its hits are those that planned reads; where q is too rare, or the page is not the first,
+// quick cannot tell them and planned reads them. The pages the API answers are the expected ones.
+func TestSearchQuickPageIsThePlannedOne(t *testing.T) {
+	t.Parallel()
+	c := newTestCompany(t)
+	var exact, prefix, contains []string
+	items := make([]string, maxBatchItems)
+	for i := range items {
+		switch {
+		case i%40 == 9:
+			items[i] = `{"name": "Quail"}`
+		case i%7 == 3:
+			items[i] = fmt.Sprintf(`{"name": "Aquail %d"}`, i)
+		default:
+			items[i] = fmt.Sprintf(`{"name": "Quail %d", "email": "q%d@rare-bird.io"}`, i, i)
+		}
+	}
+	for _, d := range wantBatch(t, c.key, "/v1/contacts/batch/create", `{"items": [`+strings.Join(items, ", ")+`]}`,
+		http.StatusOK, slices.Repeat([]string{"created"}, maxBatchItems)...).Data {
+		hit := fmt.Sprintf("contact %d ", d.Object.id())
+		switch name := d.Object["name"].(string); {
+		case name == "Quail":
+			exact = append(exact, hit+"exact name")
+		case strings.HasPrefix(name, "Aquail"):
+			contains = append(contains, hit+"contains name")
+		default:
+			prefix = append(prefix, hit+"prefix name")
+		}
+	}
+	deal := fmt.Sprintf("business %d exact title", newID(t, c.key, "/v1/business", `{"title": "quail"}`))
+	all := slices.Concat(exact, []string{deal}, prefix, contains)
+	wantHits(t, c.key, "quail", "&limit=20", all[:20]...)
+	wantHits(t, c.key, "quail", "&limit=100", all[:100]...)
+	wantHits(t, c.key, "quail", "&objects=business,contacts&limit=30", slices.Concat([]string{deal}, exact, prefix)[:30]...)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		q, objects string
+		limit      int
+		quick      bool // quick tells the page
+	}{
+		{"quail", "contacts,business,organizations,activities", 20, true},
+		{"quail", "contacts,business", 50, true},
+		{"quail", "contacts,business", 100, false}, // fewer hits than a page and one
+		{"QUAIL 1", "contacts", 5, true},
+		{"rare-bird.io", "contacts,business", 10, true},      // an e-mail: contains hits after the exact
+		{"quail", "business,contacts", 30, false},            // the first kind's walk is too short
+		{"q7@rare-bird.io", "contacts", 25, false},           // one hit
+		{"zzz", "contacts,business,organizations", 5, false}, // none
+	} {
+		sq := func() *searchQuery {
+			kinds, aerr := searchObjects([]string{"*"}, []string{tc.objects})
+			if aerr != nil {
+				t.Fatal(aerr)
+			}
+			return &searchQuery{needle: tc.q, email: strings.Contains(tc.q, "@"), kinds: kinds, limit: tc.limit, floors: make([]int64, len(kinds))}
+		}
+		quick, ok, err := sq().quick(ctx, testEnv.st, c.id)
+		if err != nil || ok != tc.quick {
+			t.Errorf("%s of %s by %d: quick ok %v, %v; want %v", tc.q, tc.objects, tc.limit, ok, err, tc.quick)
+		}
+		planned, err := sq().planned(ctx, testEnv.st, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(planned, quick, cmp.AllowUnexported(searchPos{})); ok && diff != "" {
+			t.Errorf("%s of %s by %d: quick's hits are not planned's (-planned +quick):\n%s", tc.q, tc.objects, tc.limit, diff)
+		}
+	}
 }
