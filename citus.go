@@ -33,6 +33,7 @@ func (s *store) distribute(ctx context.Context) error {
 	if err != nil || !citus {
 		return err
 	}
+	s.citus.Store(true)
 	// The migration lock, and three settings for this transaction (set_config's true: SET LOCAL).
 	// No statement timeout: moving a database in use into the shards takes minutes at a million rows,
 	// as a migration does (applyMigration). Sequential: the shards of the transaction's DDL are made

@@ -75,6 +75,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	testEnv.st.citus.Store(testEnv.citus) // as the server's store knows it from its migration (distribute)
 	code := m.Run()
 	if code != 0 { // the shared server's errors: what a 500 above was
 		for line := range strings.Lines(testEnv.log.String()) {

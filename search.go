@@ -590,10 +590,11 @@ var keepPlans = read{`SELECT set_config('plan_cache_mode', 'force_generic_plan',
 // between newlines. Otherwise ok is false: where quickSQL's rows are too few, where a kind has
 // searched custom values (which quickSQL does not read), and, reading no more than the custom fields,
 // where the page is not the first or q has no ASCII letter or digit (a q that folds to "" is in every
-// document, and no line of an exact index is "").
+// document, and no line of an exact index is ""), and on Citus, which cannot plan a statement that
+// asks every shard for a plan kept for every text ("could not create distributed plan").
 func (sq *searchQuery) quick(ctx context.Context, st *store, companyID int64) (hits []searchPos, ok bool, err error) {
 	plain := strings.IndexFunc(sq.needle, func(r rune) bool { return r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) }) >= 0
-	if sq.after != nil || !plain {
+	if sq.after != nil || !plain || st.citus.Load() {
 		return nil, false, st.read(ctx, sq.readCustom(companyID))
 	}
 	err = st.read(ctx, keepPlans, sq.readCustom(companyID), rowsInto[searchPos](&hits, sq.quickSQL(), companyID, sq.needle))

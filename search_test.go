@@ -479,8 +479,8 @@ func TestSearchQuickPageIsThePlannedOne(t *testing.T) {
 			return &searchQuery{needle: tc.q, email: strings.Contains(tc.q, "@"), kinds: kinds, limit: tc.limit, floors: make([]int64, len(kinds))}
 		}
 		quick, ok, err := sq().quick(ctx, testEnv.st, c.id)
-		if err != nil || ok != tc.quick {
-			t.Errorf("%s of %s by %d: quick ok %v, %v; want %v", tc.q, tc.objects, tc.limit, ok, err, tc.quick)
+		if want := tc.quick && !testEnv.citus; err != nil || ok != want { // on Citus, planned reads every page
+			t.Errorf("%s of %s by %d: quick ok %v, %v; want %v", tc.q, tc.objects, tc.limit, ok, err, want)
 		}
 		planned, err := sq().planned(ctx, testEnv.st, c.id)
 		if err != nil {

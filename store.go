@@ -37,6 +37,7 @@ type store struct {
 	statementTimeout time.Duration          // what a statement may take: 0, no limit
 	cursorKey        atomic.Pointer[[]byte] // signs list cursors; see listCursorKey
 	shares           *poolShares            // each company's share of db's connections
+	citus            atomic.Bool            // the database is Citus's coordinator (distribute)
 }
 
 type dbConfig struct {
