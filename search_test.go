@@ -490,4 +490,43 @@ func TestSearchQuickPageIsThePlannedOne(t *testing.T) {
 			t.Errorf("%s of %s by %d: quick's hits are not planned's (-planned +quick):\n%s", tc.q, tc.objects, tc.limit, diff)
 		}
 	}
+	if !testEnv.citus { // where quickSQL runs, on its kept plan: the needle is folded once (once), not for each row walked
+		kinds, _ := searchObjects([]string{"*"}, []string{"contacts,business"})
+		plan := genericPlan(t, (&searchQuery{kinds: kinds, limit: 20}).quickSQL(), fmt.Sprintf("%d, 'quail'", c.id))
+		for line := range strings.Lines(plan) { // the walk's filter on each row: the needle once folded is an InitPlan's $n
+			if strings.Contains(line, "search_doc") && strings.Contains(line, "regdictionary, $2)") {
+				t.Errorf("quickSQL's kept plan folds the needle ($2) for each row it walks: %s\n%s", line, plan)
+			}
+		}
+	}
+}
+
+// genericPlan returns the EXPLAIN of q on the plan PostgreSQL keeps for any arguments, run with
+// args (SQL literals), in one transaction (through PgBouncer, one server connection).
+func genericPlan(t *testing.T, q, args string) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := testEnv.st.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SET LOCAL plan_cache_mode = force_generic_plan; PREPARE generic_plan AS `+q); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.ExecContext(ctx, `DEALLOCATE generic_plan`) // a prepared statement outlives its transaction
+	rows, err := tx.QueryContext(ctx, `EXPLAIN EXECUTE generic_plan(`+args+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	return plan.String()
 }
