@@ -100,11 +100,11 @@ func TestMergeContactsKeepsTheSurvivorAndItsValues(t *testing.T) {
 		t.Errorf("%d contacts after the merge; want 1", n)
 	}
 
-	// Old ids lead to the survivor, for retrieve, update and delete.
+	// Old ids lead to the survivor, for retrieve, update, delete and the timeline (which has their events).
 	for _, l := range []obj{l1, l2} {
 		p := itemPath("/v1/contacts", l.id())
 		for _, rr := range []response{call(t, "GET", p, c.key, ""), call(t, "PATCH", p, c.key, `{"city": "X"}`),
-			call(t, "DELETE", p, c.key, "")} {
+			call(t, "DELETE", p, c.key, ""), call(t, "GET", p+"/timeline", c.key, "")} {
 			wantMerged(t, rr, strconv.FormatInt(s.id(), 10))
 		}
 	}
