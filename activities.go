@@ -390,7 +390,7 @@ func createActivity(ctx context.Context, tx *tx, t tenant, a activity) (activity
 	if err := saveCustom(ctx, tx, t.companyID, a.ID, &a.Custom); err != nil {
 		return a, err
 	}
-	recordEvent(ctx, tx, t.companyID, "activity.created", a.appendJSON(nil), nil)
+	recordEvent(tx, t.companyID, "activity.created", a.appendJSON(nil), nil)
 	return a, saveTargets(ctx, tx, t.companyID, a.ID, nil, a.Targets.list)
 }
 
@@ -429,7 +429,7 @@ func updateActivity(ctx context.Context, tx *tx, t tenant, id int64, p patch) (a
 			WHERE company_id = $1 AND a_id = $2 AND ` + targetsSQL
 		tx.queue(q, t.companyID, id, a.OccurredAt, a.DueAt, a.DoneAt, a.Type)
 	}
-	recordEvent(ctx, tx, t.companyID, "activity.updated", a.appendJSON(nil), old.appendJSON(nil))
+	recordEvent(tx, t.companyID, "activity.updated", a.appendJSON(nil), old.appendJSON(nil))
 	return a, saveTargets(ctx, tx, t.companyID, id, removed, added)
 }
 
@@ -460,7 +460,7 @@ func saveTargets(ctx context.Context, tx *tx, companyID, id int64, removed, adde
 	for i := range made {
 		evs[i] = eventRow{"association.created", made[i].seenFrom(activityKind).appendJSON(nil), nil}
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return nil
 }
 

@@ -207,7 +207,7 @@ func createAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 		a.createdAt = createdAt
 		evs = append(evs, eventRow{"association.created", a.appendJSON(nil), nil})
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return nil
 }
 
@@ -276,7 +276,7 @@ func deleteAssociations(ctx context.Context, tx *tx, companyID int64, items []*a
 		a.createdAt = createdAt
 		evs = append(evs, eventRow{"association.deleted", a.appendJSON(nil), nil})
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return nil
 }
 
@@ -360,7 +360,7 @@ func removeAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKi
 	for i := range rows {
 		evs[i] = eventRow{"association.deleted", rows[i].seenFrom(k).appendJSON(nil), nil}
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return rows, nil
 }
 
@@ -386,7 +386,7 @@ func moveAssociations(ctx context.Context, tx *tx, companyID int64, k *assocKind
 	for i := range made {
 		evs[i] = eventRow{"association.created", made[i].seenFrom(k).appendJSON(nil), nil}
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return nil
 }
 

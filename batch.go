@@ -454,8 +454,8 @@ func matchItem[T any, P writable[T]](it *batchItem[T], m upsertMatch, mr matchRo
 // runItems runs each item that has not failed through its write (runItem), in a goroutine of its
 // own, on a tx of its own that shares btx's connection: the items' statements go out together, one
 // round trip for each step of the writes (pipeline), a read they send alike once. What the items
-// that succeeded queued last (DELETEs, and their events in one statement) goes out with btx's next
-// round trip, COMMIT. It returns the item whose statement failed a round trip first.
+// that succeeded queued last (DELETEs) goes out with btx's next round trip, COMMIT, and their events
+// are btx's. It returns the item whose statement failed a round trip first.
 func runItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource, bw batchWrites[T], t tenant, op string, items []*batchItem[T], byID map[int64]*T) int {
 	p := &pipeline{c: btx.c, running: len(items), waiting: map[*tx]chan<- error{}, pending: map[*tx][]*pgx.QueuedQuery{}}
 	for range items {
@@ -485,7 +485,7 @@ func runItems[T any, P writable[T]](ctx context.Context, btx *tx, res *resource,
 			events = append(events, itx.events...)
 		}
 	}
-	recordEvents(ctx, btx, t.companyID, events)
+	recordEvents(btx, t.companyID, events)
 	return p.blamed
 }
 

@@ -224,7 +224,7 @@ func createBusiness(ctx context.Context, tx *tx, t tenant, b business) (business
 	if err := saveCustom(ctx, tx, t.companyID, b.ID, &b.Custom); err != nil {
 		return b, err
 	}
-	recordEvent(ctx, tx, t.companyID, "business.created", b.appendJSON(nil), nil)
+	recordEvent(tx, t.companyID, "business.created", b.appendJSON(nil), nil)
 	return b, nil
 }
 
@@ -258,7 +258,7 @@ func updateBusiness(ctx context.Context, tx *tx, t tenant, id int64, p patch) (b
 	if err := saveCustom(ctx, tx, t.companyID, id, &b.Custom); err != nil {
 		return b, err
 	}
-	recordEvent(ctx, tx, t.companyID, "business.updated", b.appendJSON(nil), old.appendJSON(nil))
+	recordEvent(tx, t.companyID, "business.updated", b.appendJSON(nil), old.appendJSON(nil))
 	return b, nil
 }
 

@@ -194,7 +194,7 @@ func createContact(ctx context.Context, tx *tx, t tenant, c contact) (contact, e
 	if err := saveCustom(ctx, tx, t.companyID, c.ID, &c.Custom); err != nil {
 		return c, err
 	}
-	recordEvent(ctx, tx, t.companyID, "contact.created", c.appendJSON(nil), nil)
+	recordEvent(tx, t.companyID, "contact.created", c.appendJSON(nil), nil)
 	return c, nil
 }
 
@@ -231,7 +231,7 @@ func updateContact(ctx context.Context, tx *tx, t tenant, id int64, p patch) (co
 	if err := saveCustom(ctx, tx, t.companyID, id, &c.Custom); err != nil {
 		return c, err
 	}
-	recordEvent(ctx, tx, t.companyID, "contact.updated", c.appendJSON(nil), old.appendJSON(nil))
+	recordEvent(tx, t.companyID, "contact.updated", c.appendJSON(nil), old.appendJSON(nil))
 	return c, nil
 }
 

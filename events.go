@@ -139,10 +139,10 @@ var events = &resource{path: "/v1/events", lists: &listSpec{ranges: true},
 	selectSQL: `SELECT id, xid::text::bigint, type, created_at, request_id, object, previous
 		FROM events WHERE company_id = $1`}
 
-// recordEvent queues in tx the event of a change: of type typ, the object as the API returns it, and
+// recordEvent adds to tx the event of a change: of type typ, the object as the API returns it, and
 // for an update (was, the object before it: else nil) the old values of the fields it changed.
-func recordEvent(ctx context.Context, tx *tx, companyID int64, typ string, object, was []byte) {
-	recordEvents(ctx, tx, companyID, []eventRow{{typ, object, previousAttributes(was, object)}})
+func recordEvent(tx *tx, companyID int64, typ string, object, was []byte) {
+	recordEvents(tx, companyID, []eventRow{{typ, object, previousAttributes(was, object)}})
 }
 
 // eventRow is an event of recordEvents; previous (nil: none) is previousAttributes or more of data.
@@ -152,17 +152,21 @@ type eventRow struct {
 	previous []byte
 }
 
-// recordEvents queues in tx the events of a change, one statement for up to 13,000 (5 parameters
-// each, within PostgreSQL's 65,535): a merge that re-points many objects pays no statement each. It
-// writes their deliveries too (webhooks.go): one to each enabled webhook endpoint of the company
-// whose events name the event's type, its family ("contact.*") or "*", and whose families have it.
-func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) {
-	if tx.pipe != nil { // a batch's item: runItems records its items' events in one statement
-		tx.events = append(tx.events, evs...)
-		return
-	}
-	for chunk := range slices.Chunk(evs, 13000) {
-		args := []any{companyID, requestInfo(ctx).id}
+// recordEvents adds to tx the events of a change, of the company's objects. They are written when the
+// transaction commits (queueEvents), all of them: a batch item's with its batch's.
+func recordEvents(tx *tx, companyID int64, evs []eventRow) {
+	tx.companyID, tx.events = companyID, append(tx.events, evs...)
+}
+
+// queueEvents queues in t the statement that writes the events recorded since it last ran, one for
+// up to 13,000 (5 parameters each, within PostgreSQL's 65,535): a write's events cost one statement
+// whatever wrote them (a merge that re-points many objects, a batch's items). An activity created
+// with 3 targets sent two, its own event's and its targets'. It writes their deliveries too (webhooks.go): one to each enabled
+// webhook endpoint of the company whose events name the event's type, its family ("contact.*") or
+// "*", and whose families have it.
+func (t *tx) queueEvents(ctx context.Context) {
+	for chunk := range slices.Chunk(t.events, 13000) {
+		args := []any{t.companyID, requestInfo(ctx).id}
 		var values []byte
 		for _, e := range chunk {
 			n := len(args)
@@ -170,7 +174,7 @@ func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) 
 			about, other := eventAbout(e.typ, e.object)
 			args = append(args, e.typ, string(e.object), pgtype.Text{String: string(e.previous), Valid: e.previous != nil}, about, other)
 		}
-		tx.queue(`WITH e AS (
+		t.queue(`WITH e AS (
 				INSERT INTO events (company_id, request_id, type, object, previous, about, about_other) VALUES `+string(values[2:])+`
 				RETURNING company_id, id, type, about, about_other)
 			INSERT INTO webhook_deliveries (company_id, endpoint_id, event_id, event_type)
@@ -178,7 +182,8 @@ func recordEvents(ctx context.Context, tx *tx, companyID int64, evs []eventRow) 
 				AND w.enabled AND w.events && ARRAY[e.type, split_part(e.type, '.', 1) || '.*', '*']
 				AND split_part(e.type, '.', 1) = ANY(w.families) AND `+fmt.Sprintf(associationsReadSQL, "w.families", "e."), args...)
 	}
-	requestInfo(ctx).events.Add(int64(len(evs)))
+	requestInfo(ctx).events.Add(int64(len(t.events)))
+	t.events = nil
 }
 
 // eventAbout returns what the event of type typ and object (as the API returns it) is about, for the

@@ -254,7 +254,8 @@ func TestEventsFeedIsGapFreeWhenTransactionsCommitOutOfOrder(t *testing.T) {
 	held, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		done <- testEnv.st.write(ctx, func(tx *tx) error {
-			recordEvent(ctx, tx, c.id, "contact.created", []byte(`{"name":"Held"}`), nil)
+			recordEvent(tx, c.id, "contact.created", []byte(`{"name":"Held"}`), nil)
+			tx.queueEvents(ctx)
 			err := tx.read(ctx) // sends BEGIN and the event
 			close(held)
 			<-release

@@ -447,7 +447,7 @@ func deleteLocked[T any, P object[T]](ctx context.Context, tx *tx, res *resource
 		}
 	}
 	tx.queue(`DELETE FROM `+res.table+` WHERE company_id = $1 AND id = ANY($2)`, companyID, ids)
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return nil
 }
 

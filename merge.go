@@ -155,7 +155,7 @@ func mergeObjects[T any, P writable[T]](ctx context.Context, tx *tx, res *resour
 	if err != nil {
 		return answer{}, err
 	}
-	recordEvents(ctx, tx, t.companyID, []eventRow{{res.event + ".merged", P(&v).appendJSON(nil),
+	recordEvents(tx, t.companyID, []eventRow{{res.event + ".merged", P(&v).appendJSON(nil),
 		appendMembers(nil, []member{{"mergedIds", mergedIDs}})}})
 	a, err := objectAnswer[T, P](ctx, tx, t, http.StatusOK, v, wr.exps)
 	if err != nil {
@@ -267,6 +267,6 @@ func repoint[T any, P writable[T]](ctx context.Context, tx *tx, res *resource, c
 		v := P(&now[i]).appendJSON(nil)
 		evs[i] = eventRow{res.event + ".updated", v, previousAttributes(P(&old[i]).appendJSON(nil), v)}
 	}
-	recordEvents(ctx, tx, companyID, evs)
+	recordEvents(tx, companyID, evs)
 	return len(now), nil
 }

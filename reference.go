@@ -177,7 +177,7 @@ func createOrganization(ctx context.Context, tx *tx, t tenant, o organization) (
 	if err := saveCustom(ctx, tx, t.companyID, o.ID, &o.Custom); err != nil {
 		return o, err
 	}
-	recordEvent(ctx, tx, t.companyID, "organization.created", o.appendJSON(nil), nil)
+	recordEvent(tx, t.companyID, "organization.created", o.appendJSON(nil), nil)
 	return o, nil
 }
 
@@ -200,6 +200,6 @@ func updateOrganization(ctx context.Context, tx *tx, t tenant, id int64, p patch
 	if err := saveCustom(ctx, tx, t.companyID, id, &o.Custom); err != nil {
 		return o, err
 	}
-	recordEvent(ctx, tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))
+	recordEvent(tx, t.companyID, "organization.updated", o.appendJSON(nil), old.appendJSON(nil))
 	return o, nil
 }

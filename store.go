@@ -237,11 +237,12 @@ func (s *store) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
 // checked. The exceptions, queueRow and queueRead, are reads nothing sent with them depends on: an
 // Idempotency-Key's look-up (lookUpKey says why it is safe) and a write's custom fields.
 type tx struct {
-	c      *pgx.Conn
-	queued pgx.Batch
-	pipe   *pipeline                   // a batch item's: its round trips go out with the other items' (runItems, batch.go)
-	alike  map[*pgx.QueuedQuery]string // a batch item's reads that items send alike (queueAlike), by statement and arguments
-	events []eventRow                  // a batch item's events, which its batch records in one statement (recordEvents)
+	c         *pgx.Conn
+	queued    pgx.Batch
+	pipe      *pipeline                   // a batch item's: its round trips go out with the other items' (runItems, batch.go)
+	alike     map[*pgx.QueuedQuery]string // a batch item's reads that items send alike (queueAlike), by statement and arguments
+	events    []eventRow                  // the events of its writes (recordEvents), which COMMIT's round trip writes (queueEvents)
+	companyID int64                       // the company of the events
 }
 
 // queue adds q to what goes out with the next round trip. If it fails, that round trip returns its
@@ -478,6 +479,7 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 		t.queue("BEGIN")
 		err := fn(t)
 		if err == nil {
+			t.queueEvents(ctx)
 			t.queue("COMMIT")
 			if err = t.read(ctx); err != nil {
 				err = fmt.Errorf("%w: %w", errCommit, err)
