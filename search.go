@@ -577,7 +577,7 @@ func (sq *searchQuery) quickSQL() string {
 // implicit transaction) on the plans it keeps for every text. Left to choose, it planned quickSQL for
 // its text at every run (10,006 plans in 9,997 runs, 1.3 ms each, then 1.5 ms to run, against 0.6 on
 // the kept plan: pg_stat_statements, "name 12" at 1,000,000 contacts), as those plans looked cheaper.
-var keepPlans = read{`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`, nil, func(rs rows) error {
+var keepPlans = read{keepPlansSQL, nil, func(rs rows) error {
 	rs.Close()
 	return rs.Err()
 }}

@@ -467,7 +467,12 @@ var errCommit = errors.New("commit")
 
 // write runs fn in a transaction (tx) and commits it, unless fn fails: then it rolls back and returns
 // fn's error. fn may run again on another connection when a round trip fails unsent (withConn), so it
-// must keep nothing of a run but what it writes in tx.
+// must keep nothing of a run but what it writes in tx. The transaction runs on kept plans
+// (keepPlansSQL): a write's statements find rows by key, and with an array for a parameter
+// (id = ANY($2), unnest($2)) PostgreSQL planned them anew at every run, as those plans looked cheaper
+// for the array's length. An activity created with 3 targets spent 1.05 ms of PostgreSQL's 2.6 in
+// planning four of its statements (pg_stat_statements, track_planning; 1,000,000 activities, wrk
+// -c32).
 //
 // The queued statements pay: `make bench BASELINE=0213f72 ROUNDS=9` against the tree before, which
 // wrote through database/sql's Tx one statement at a time (20,000 contacts, wrk -c32), measured,
@@ -477,6 +482,7 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 	return s.withConn(ctx, func(c *pgx.Conn) error {
 		t := &tx{c: c}
 		t.queue("BEGIN")
+		t.queue(keepPlansSQL)
 		err := fn(t)
 		if err == nil {
 			t.queueEvents(ctx)
@@ -497,6 +503,13 @@ func (s *store) write(ctx context.Context, fn func(*tx) error) error {
 		return err
 	})
 }
+
+// keepPlansSQL has PostgreSQL run the statements sent after it in its transaction (a write's, or a
+// read's round trip, one implicit transaction) on the plan it keeps for each text, made once for any
+// values of its parameters, where it may otherwise plan a text anew at every run. Not where Citus is
+// loaded: it cannot distribute such a plan ("could not create distributed plan"), and the processes
+// that never migrate (the key commands) would not know it is there (distribute).
+const keepPlansSQL = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true) WHERE current_setting('citus.version', true) IS NULL`
 
 // eachRow returns a read of q that scans each of its rows into one T and passes it to take.
 func eachRow[T any, P scanner[T]](q string, args []any, take func(P)) read {
