@@ -193,6 +193,30 @@ func TestFailedPatchLeavesNoLock(t *testing.T) {
 	}
 }
 
+// A write's statements run on kept plans, and only its own: the setting ends with its transaction.
+// Where Citus is loaded they do not (it cannot distribute those plans).
+func TestWritesRunOnKeptPlans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want := "force_generic_plan"
+	if testEnv.citus {
+		want = "auto"
+	}
+	var got string
+	err := testEnv.st.write(ctx, func(tx *tx) error {
+		return tx.queryRow(ctx, `SELECT current_setting('plan_cache_mode')`, nil, &got)
+	})
+	if err != nil || got != want {
+		t.Errorf("plan_cache_mode in a write = %q, %v; want %q", got, err, want)
+	}
+	err = testEnv.st.withConn(ctx, func(c *pgx.Conn) error { // the pool keeps one: the write's, or another
+		return c.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&got)
+	})
+	if err != nil || got != "auto" {
+		t.Errorf("plan_cache_mode after a write = %q, %v; want auto", got, err)
+	}
+}
+
 // One company's requests hold at most half of the pool's connections at once: on a server with 4,
 // a company whose 6 PATCHes wait for a row lock holds 2 connections, its other 4 PATCHes wait for
 // their turn holding none, and another company's retrieve is answered meanwhile.
