@@ -611,6 +611,12 @@ func explainSQL(t *testing.T, db *sql.DB, settings, q string, args []any) string
 	if err != nil {
 		t.Fatalf("EXPLAIN %s: %v", q, err)
 	}
+	return planText(t, rows)
+}
+
+// planText returns the lines of an EXPLAIN's rows, and closes them.
+func planText(t *testing.T, rows *sql.Rows) string {
+	t.Helper()
 	defer rows.Close()
 	var plan strings.Builder
 	for rows.Next() {

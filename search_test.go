@@ -519,14 +519,5 @@ func genericPlan(t *testing.T, q, args string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	return plan.String()
+	return planText(t, rows)
 }
