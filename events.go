@@ -161,9 +161,9 @@ func recordEvents(tx *tx, companyID int64, evs []eventRow) {
 // queueEvents queues in t the statement that writes the events recorded since it last ran, one for
 // up to 13,000 (5 parameters each, within PostgreSQL's 65,535): a write's events cost one statement
 // whatever wrote them (a merge that re-points many objects, a batch's items). An activity created
-// with 3 targets sent two, its own event's and its targets'. It writes their deliveries too (webhooks.go): one to each enabled
-// webhook endpoint of the company whose events name the event's type, its family ("contact.*") or
-// "*", and whose families have it.
+// with 3 targets sent two, its own event's and its targets'. It writes their deliveries too
+// (webhooks.go): one to each enabled webhook endpoint of the company whose events name the event's
+// type, its family ("contact.*") or "*", and whose families have it.
 func (t *tx) queueEvents(ctx context.Context) {
 	for chunk := range slices.Chunk(t.events, 13000) {
 		args := []any{t.companyID, requestInfo(ctx).id}
