@@ -62,6 +62,7 @@ psql -q "$dburl" -c 'CREATE DATABASE image_check'
 dburl=${dburl/\/rolodex\?/\/image_check?}
 
 echo "== rolodex serve in the empty root"
+: >"$work/serve.log" # there before the loop reads it: the background job's redirection may come after
 env -i DATABASE_URL="$dburl" ROLODEX_ADDR=127.0.0.1:0 "$chroot" --userspec=10001:10001 "$root" /rolodex serve 2>"$work/serve.log" &
 serve=$!
 pids+=($serve)
