@@ -344,7 +344,7 @@ func TestAssociationEventsReplayToTheLiveSet(t *testing.T) {
 			newObject(from)
 			mu.Unlock()
 		case from != "business":
-			call(t, "POST", itemPath(paths[from], fromID)+"/merge", c.key, fmt.Sprintf(`{"mergeIds": ["%d"]}`, toIDOf(kinds[from], fromID, rng, &mu)))
+			call(t, "POST", itemPath(paths[from], fromID)+"/merge", c.key, fmt.Sprintf(`{"mergeIds": ["%d"]}`, toIDOf(kinds, from, fromID, rng, &mu)))
 		}
 	}
 	var wg sync.WaitGroup
@@ -388,10 +388,11 @@ func TestAssociationEventsReplayToTheLiveSet(t *testing.T) {
 	}
 }
 
-// toIDOf returns an id of ids other than id, or id when it is the only one.
-func toIDOf(ids []int64, id int64, rng *rand.Rand, mu *sync.Mutex) int64 {
+// toIDOf returns an id of kinds[kind] other than id, or id when it is the only one.
+func toIDOf(kinds map[string][]int64, kind string, id int64, rng *rand.Rand, mu *sync.Mutex) int64 {
 	mu.Lock()
 	defer mu.Unlock()
+	ids := kinds[kind] // under mu: another op's newObject writes the map
 	other := ids[rng.IntN(len(ids))]
 	if other == id && len(ids) > 1 {
 		other = ids[(slices.Index(ids, id)+1)%len(ids)]
